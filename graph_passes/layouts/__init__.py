@@ -1,0 +1,17 @@
+"""Packed weight layouts, by version number. See docs/layouts.md."""
+
+from graph_passes.layouts import interleaved_v1
+from graph_passes.layouts.errors import LayoutError
+
+LAYOUTS = {interleaved_v1.VERSION: interleaved_v1}
+
+
+def get_layout(version: int):
+    """The module implementing layout ``version`` (pack, unpack, dequantize_reference, check_shape)."""
+    try:
+        return LAYOUTS[version]
+    except KeyError:
+        raise LayoutError(f"unknown layout version {version}; known: {sorted(LAYOUTS)}") from None
+
+
+__all__ = ["LAYOUTS", "LayoutError", "get_layout", "interleaved_v1"]
