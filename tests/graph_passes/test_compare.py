@@ -1,0 +1,278 @@
+"""graph_passes.compare: the Q/DQ twin of a plugin-format model, the generated inputs, the error figures, PASSED/FAILED.
+
+The plugin-format fixtures are built here by hand (a small RTN quantizer and layout v1's packer), independently of
+the quantizer's passes, so that the twin is checked against a float64 reference of the very values in the file."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graph_passes.compare import (CompareReport, compare, compare_arrays, make_inputs, plugin_to_qdq)
+from graph_passes.errors import UserError
+from graph_passes.layouts import interleaved_v1
+
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+
+
+def _rtn(w: np.ndarray, bits: int, group: int, asym: bool, act: np.dtype):
+    """Plain max-abs / min-max RTN: (u uint8 [K, N], scales act [K/G, N], zeros act [K/G, N] or None)."""
+    k, n = w.shape
+    g = k if group == -1 else group
+    wg = w.reshape(k // g, g, n).astype(np.float64)
+    if asym:
+        lo, hi = wg.min(1), wg.max(1)
+        s = np.maximum(hi - lo, 1e-8) / ((1 << bits) - 1)
+        s = s.astype(act).astype(np.float64)
+        z = np.clip(np.round(-lo / s), 0, (1 << bits) - 1)
+    else:
+        s = np.maximum(np.abs(wg).max(1), 1e-8) / ((1 << (bits - 1)) - 1)
+        s = s.astype(act).astype(np.float64)
+        z = np.full_like(s, 1 << (bits - 1))
+    u = np.clip(np.round(wg / s[:, None, :]) + z[:, None, :], 0, (1 << bits) - 1).astype(np.uint8).reshape(k, n)
+    return u, s.astype(act), (z.astype(act) if asym else None)
+
+
+def _dequant(u, s, z, bits, group):
+    k, n = u.shape
+    g = k if group == -1 else group
+    zz = np.repeat(z.astype(np.float64), g, 0) if z is not None else float(1 << (bits - 1))
+    return (u.astype(np.float64) - zz) * np.repeat(s.astype(np.float64), g, 0)
+
+
+def _models(tmp_path, rng, *, k=256, n=64, bits=4, group=128, asym=False, bias=False, act="fp16", ids=False):
+    """(original fp32 model path, plugin-format model path, float64 dequantized weight, bias or None).
+
+    Graph: [input_ids -> Gather(table)] or x [batch, seq, K] -> MatMul(W) [+ Add(b)] -> y. The plugin model casts to
+    the activation dtype around the WeightOnlyLinear node, as the quantizer does in an FP32 graph."""
+    act_np = np.dtype(np.float16) if act == "fp16" else np.dtype(ml_dtypes.bfloat16)
+    act_onnx = TensorProto.FLOAT16 if act == "fp16" else TensorProto.BFLOAT16
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    u, s, z = _rtn(w, bits, group, asym, act_np)
+
+    def graph(nodes, inits):
+        if ids:
+            inp = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])
+            inits = inits + [numpy_helper.from_array(rng.standard_normal((100, k)).astype(np.float32), "table")]
+            nodes = [helper.make_node("Gather", ["table", "input_ids"], ["x"], name="embed")] + nodes
+        else:
+            inp = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", k])
+        out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", n])
+        return helper.make_graph(nodes, "g", [inp], [out], initializer=inits)
+
+    # Original
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["mm" if bias else "y"], name="proj")]
+    inits = [numpy_helper.from_array(w, "W")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["mm", "b"], ["y"], name="proj_bias"))
+        inits.append(numpy_helper.from_array(b, "b"))
+    original = helper.make_model(graph(nodes, inits), opset_imports=[helper.make_opsetid("", 21)])
+    original.ir_version = 10
+
+    # Plugin format
+    packed = interleaved_v1.pack(u, bits)
+    inputs = ["x_act", "proj.packed", "proj.scales"]
+    inits = [numpy_helper.from_array(packed, "proj.packed"), numpy_helper.from_array(s, "proj.scales")]
+    if asym:
+        inputs.append("proj.zeros")
+        inits.append(numpy_helper.from_array(z, "proj.zeros"))
+    if bias:
+        inputs.append("proj.bias")
+        inits.append(numpy_helper.from_array(b.astype(act_np), "proj.bias"))
+    nodes = [helper.make_node("Cast", ["x"], ["x_act"], name="cast_in", to=act_onnx),
+             helper.make_node("WeightOnlyLinear", inputs, ["y_act"], name="proj", domain="trt_woq", bits=bits,
+                              group_size=group, in_features=k, out_features=n, layout=1, has_zeros=int(asym),
+                              has_bias=int(bias), plugin_version="1", plugin_namespace=""),
+             helper.make_node("Cast", ["y_act"], ["y"], name="cast_out", to=TensorProto.FLOAT)]
+    plugin = helper.make_model(graph(nodes, inits), opset_imports=[helper.make_opsetid("", 21),
+                                                                    helper.make_opsetid("trt_woq", 1)])
+    plugin.ir_version = 10
+    onnx.checker.check_model(original)
+    onnx.checker.check_model(plugin)
+    o_path, p_path = tmp_path / "original.onnx", tmp_path / "plugin.onnx"
+    onnx.save(original, o_path)
+    onnx.save(plugin, p_path)
+    return o_path, p_path, _dequant(u, s, z, bits, group), (b.astype(act_np).astype(np.float64) if bias else None)
+
+
+def _basic_session(model):
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+CASES = [  # bits, group, asym, bias, act
+    (4, 128, False, False, "fp16"),
+    (4, 128, True, True, "fp16"),
+    (4, 32, True, False, "fp16"),
+    (4, -1, False, True, "fp16"),
+    (8, -1, False, False, "fp16"),
+    (8, 64, True, True, "fp16"),
+    (4, 128, True, True, "bf16"),
+]
+
+
+@pytest.mark.parametrize("bits,group,asym,bias,act", CASES)
+def test_qdq_twin_matches_float64_reference(tmp_path, bits, group, asym, bias, act):
+    if act == "bf16" and ml_dtypes is None:
+        pytest.skip("bf16 fixtures need ml_dtypes")
+    rng = np.random.default_rng()
+    _, p_path, w_deq, b = _models(tmp_path, rng, bits=bits, group=group, asym=asym, bias=bias, act=act)
+    twin = plugin_to_qdq(onnx.load(p_path))
+    onnx.checker.check_model(twin, full_check=True)
+    assert not any(nd.domain == "trt_woq" for nd in twin.graph.node)
+    assert [o.domain for o in twin.opset_import] == [""]
+    dq = [nd for nd in twin.graph.node if nd.op_type == "DequantizeLinear"]
+    assert len(dq) == 1
+    block = {a.name: a.i for a in dq[0].attribute}.get("block_size", 0)
+    assert block == (0 if group == -1 else group)
+
+    x = rng.standard_normal((3, 5, 256)).astype(np.float32)
+    y = _basic_session(twin).run(None, {"x": x})[0].astype(np.float64)
+    act_np = np.float16 if act == "fp16" else ml_dtypes.bfloat16
+    ref = x.astype(act_np).astype(np.float64) @ w_deq + (0 if b is None else b)
+    rel = np.abs(y - ref).max() / np.abs(ref).max()
+    # fp16: weights and output rounded to fp16 (2^-11); bf16 computes in fp32 and rounds the output (2^-8).
+    assert rel < (4e-3 if act == "fp16" else 1.6e-2), rel
+
+
+def test_qdq_twin_agrees_with_reference_evaluator(tmp_path):
+    """The twin and the op's numpy reference evaluator (graph_passes.op) read the packed tensors the same way."""
+    op = pytest.importorskip("graph_passes.op", reason="graph_passes.op (the op reference) is not present")
+    rng = np.random.default_rng()
+    _, p_path, _, _ = _models(tmp_path, rng, bits=4, group=64, asym=True, bias=True)
+    model = onnx.load(p_path)
+    x = rng.standard_normal((2, 7, 256)).astype(np.float32)
+    y_ref = op.reference_evaluator(model).run(None, {"x": x})[0].astype(np.float64)
+    y_twin = _basic_session(plugin_to_qdq(model)).run(None, {"x": x})[0].astype(np.float64)
+    assert np.abs(y_twin - y_ref).max() / np.abs(y_ref).max() < 4e-3
+
+
+@pytest.mark.parametrize("bits,group,asym", [(8, -1, False), (4, 128, False), (4, 128, True)])
+def test_compare_figures_match_direct_computation(tmp_path, bits, group, asym):
+    rng = np.random.default_rng()
+    o_path, p_path, w_deq, _ = _models(tmp_path, rng, bits=bits, group=group, asym=asym)
+    seed = int(rng.integers(2**31))
+    report = compare(o_path, p_path, seed=seed, input_shapes={"x": (2, 9, 256)})
+    assert isinstance(report, CompareReport)
+    assert "Q/DQ twin" in report.via
+    assert report.input_shapes == {"x": (2, 9, 256)}
+    [out] = report.outputs
+    assert out.name == "y" and tuple(out.shape) == (2, 9, 64) and out.finite
+
+    # Recompute from the same generated inputs: original in float64, quantized from the dequantized weights.
+    x = make_inputs(onnx.load(o_path), {"x": (2, 9, 256)}, seed)["x"]
+    w = numpy_helper.to_array(onnx.load(o_path).graph.initializer[0]).astype(np.float64)
+    o = x.astype(np.float64) @ w
+    q = x.astype(np.float16).astype(np.float64) @ w_deq
+    expected = compare_arrays("y", o, q)
+    assert out.cosine == pytest.approx(expected.cosine, abs=2e-5)
+    assert out.max_abs == pytest.approx(expected.max_abs, rel=0.05)
+    assert out.max_rel == pytest.approx(expected.max_rel, rel=0.05)
+    # Plausibility of the figures themselves: INT8 per channel is close, INT4 visibly less so.
+    assert 0.0 < out.max_abs and 0.0 < out.max_rel < 1.0
+    assert out.cosine > (0.9995 if bits == 8 else 0.98)
+
+
+def test_passed_and_failed_lines(tmp_path):
+    rng = np.random.default_rng()
+    o_path, p_path, _, _ = _models(tmp_path, rng, bits=4, group=128)
+    report = compare(o_path, p_path, seed=1)
+    assert report.passed and report.min_cosine is None
+    text = report.format()
+    assert text.splitlines()[-1] == "PASSED"
+    assert "max abs err" in text and "cosine" in text and " y " in text
+
+    strict = compare(o_path, p_path, seed=1, min_cosine=0.99999999)
+    assert not strict.passed
+    assert strict.format().splitlines()[-1] == "FAILED"
+    assert "below --min-cosine" in strict.format()
+
+    loose = compare(o_path, p_path, seed=1, min_cosine=0.5)
+    assert loose.passed and loose.format().splitlines()[-1] == "PASSED"
+    d = loose.to_dict()
+    assert d["passed"] is True and d["outputs"][0]["name"] == "y"
+
+
+def test_identical_models_compare_exactly(tmp_path):
+    rng = np.random.default_rng()
+    o_path, _, _, _ = _models(tmp_path, rng)
+    report = compare(o_path, o_path, seed=3, min_cosine=1.0 - 1e-12)
+    [out] = report.outputs
+    assert out.max_abs == 0.0 and out.cosine == pytest.approx(1.0, abs=1e-12)
+    assert report.passed
+
+
+def test_default_dynamic_dims_and_gather_indices(tmp_path):
+    rng = np.random.default_rng()
+    o_path, p_path, _, _ = _models(tmp_path, rng, ids=True)
+    feeds = make_inputs(onnx.load(o_path), seed=5)
+    ids = feeds["input_ids"]
+    assert ids.shape == (2, 32) and ids.dtype == np.int64
+    assert ids.min() >= 0 and ids.max() < 100  # rows of the Gather table
+    assert len(np.unique(ids)) > 10
+    report = compare(o_path, p_path, seed=5, input_shapes={"input_ids": (1, 12)})
+    assert report.input_shapes == {"input_ids": (1, 12)} and report.outputs[0].shape == (1, 12, 64)
+
+
+def test_inputs_are_fresh_per_seed(tmp_path):
+    rng = np.random.default_rng()
+    o_path, _, _, _ = _models(tmp_path, rng)
+    model = onnx.load(o_path)
+    a, b, c = (make_inputs(model, seed=s)["x"] for s in (1, 1, 2))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert a.shape == (2, 32, 256) and a.dtype == np.float32 and np.abs(a).max() > 0
+
+
+def test_user_errors(tmp_path):
+    rng = np.random.default_rng()
+    o_path, p_path, _, _ = _models(tmp_path, rng)
+    with pytest.raises(UserError, match="no such file"):
+        compare(tmp_path / "missing.onnx", p_path)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"this is not a protobuf \x00\xff" * 10)
+    with pytest.raises(UserError, match="not a readable ONNX model"):
+        compare(o_path, junk)
+    with pytest.raises(UserError, match="does not have; its inputs are x"):
+        compare(o_path, p_path, input_shapes={"tokens": (1, 4)})
+    with pytest.raises(UserError, match="does not match the model"):
+        compare(o_path, p_path, input_shapes={"x": (1, 4, 100)})
+    with pytest.raises(UserError, match=r"min_cosine 2.0 is not in \[-1, 1\]"):
+        compare(o_path, p_path, min_cosine=2.0)
+
+
+def test_plugin_model_with_old_opset_is_refused(tmp_path):
+    rng = np.random.default_rng()
+    _, p_path, _, _ = _models(tmp_path, rng)
+    model = onnx.load(p_path)
+    model.opset_import[0].version = 17
+    with pytest.raises(UserError, match="needs opset >= 21"):
+        plugin_to_qdq(model)
+
+
+def test_use_trt_without_tensorrt_is_one_clear_error(tmp_path, monkeypatch):
+    import sys
+
+    rng = np.random.default_rng()
+    o_path, p_path, _, _ = _models(tmp_path, rng)
+    monkeypatch.setitem(sys.modules, "trt_woq.compare", None)  # as if the TensorRT runtime were absent
+    with pytest.raises(UserError, match="--trt needs TensorRT"):
+        compare(o_path, p_path, use_trt=True)
+
+
+def test_non_finite_quantized_output_fails():
+    o = np.ones((2, 3))
+    q = o.copy()
+    q[0, 1] = np.nan
+    result = compare_arrays("y", o, q)
+    assert not result.finite and not result.passes(None)
+    report = CompareReport("a", "b", "test", {}, 0, None, [result])
+    assert not report.passed and report.format().splitlines()[-1] == "FAILED"
