@@ -1,0 +1,262 @@
+// Host side of the mma.sync GEMM: the compiled tile configurations, the candidate list (configuration x split-K),
+// checks, workspace sizes, the heuristic, and the launches. The kernel itself is gemm_mma.cuh.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "gemm.h"
+#include "gemm_mma.cuh"
+
+namespace trt_woq {
+namespace gemm {
+namespace {
+
+// The tile configurations compiled (each for INT4/INT8 x FP16/BF16 = 4 kernels per arch; kept few for build time):
+//   0 128x128, 8 warps (2x4, warp tile 64x32), 4 stages: large M, compute bound; 4 m16 x 4 n8 tiles per warp
+//     amortise each converted B fragment over 4 mma and each A fragment over 4.
+//   1 128x128, 3 stages: the same for GPUs with 99 KB of shared memory per block (SM86/SM89), where 4 INT8 stages
+//     do not fit.
+//   2 64x128, 4 warps (2x2, warp tile 32x64), 4 stages: M of 65..512, and large M when 128-row tiles leave SMs idle.
+//   3 32x128, 4 warps (1x4, warp tile 32x32), 6 stages: M of 17..64, bound by the weight stream, so deeper
+//     prefetch and more CTAs per SM rather than a larger tile.
+struct TileConfig {
+    const char* name;
+    int bm, bn, warps, stages;
+};
+constexpr TileConfig kTiles[] = {
+    {"128x128x64_s4", 128, 128, 8, 4},
+    {"128x128x64_s3", 128, 128, 8, 3},
+    {"64x128x64_s4", 64, 128, 4, 4},
+    {"32x128x64_s6", 32, 128, 4, 6},
+};
+constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
+// Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
+constexpr int kNumCandidates = 2 * kNumTiles;
+constexpr int kMaxSplit = 16;
+// Split-K aims for about two waves of CTAs on a large GPU (132 SMs on H100); a fixed figure keeps the workspace
+// size a function of the problem alone, as the C ABI requires.
+constexpr int kTargetCtas = 264;
+constexpr int kMinKTilesPerSplit = 4;
+
+thread_local char g_last_cuda_error[64] = "";
+
+trt_woq_status cuda_fail(cudaError_t e) {
+    std::snprintf(g_last_cuda_error, sizeof(g_last_cuda_error), "%s", cudaGetErrorName(e));
+    return TRT_WOQ_ERR_CUDA;
+}
+
+int stage_bytes(const TileConfig& t, int bits) {
+    const int inter = bits == 8 ? 2 : 4;
+    return t.bm * kBK * 2 + (t.bn / inter) * 128 + 2 * (2 * t.bn * 2);
+}
+
+int smem_limit(int sm) {
+    if (sm >= 90) return 227 * 1024;
+    if (sm == 80 || sm == 87) return 163 * 1024;
+    return 99 * 1024;  // SM86, SM89
+}
+
+int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+struct Plan {
+    int tile;
+    int split;           // number of K slices actually launched
+    int k_tiles_per_split;
+};
+
+Plan make_plan(int id, const trt_woq_linear_params& p) {
+    const TileConfig& t = kTiles[id / 2];
+    const int k_tiles = static_cast<int>(p.k / kBK);
+    Plan plan{id / 2, 1, k_tiles};
+    if (id % 2 == 1) {
+        const int64_t tiles = int64_t(ceil_div(p.m, t.bm)) * ceil_div(p.n, t.bn);
+        int split = 1;
+        while (split < kMaxSplit && tiles * split * 2 <= kTargetCtas && k_tiles / (split * 2) >= kMinKTilesPerSplit)
+            split *= 2;
+        plan.k_tiles_per_split = ceil_div(k_tiles, split);
+        plan.split = ceil_div(k_tiles, plan.k_tiles_per_split);
+    }
+    return plan;
+}
+
+trt_woq_status check_problem(const trt_woq_linear_params* p) {
+    if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->m < 1 || p->n < 1 || p->k < 1) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->n > 65535 * 128) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // grid.y = N / BN
+    if (p->act_type != TRT_WOQ_ACT_FP16 && p->act_type != TRT_WOQ_ACT_BF16) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->bits != 4 && p->bits != 8) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->layout_version != 1) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    // int indices inside the kernel: rows, columns and K below 2^31, and M * N partial planes below 2^40.
+    if (p->m >= (int64_t(1) << 31) || p->n >= (int64_t(1) << 31) || p->k >= (int64_t(1) << 31))
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->k % kBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->n % (p->bits == 8 ? 2 : 4) != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    const int g = p->group_size;
+    if (g != -1 && g != 32 && g != 64 && g != 128 && g != 256) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (g != -1 && p->k % g != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return TRT_WOQ_OK;
+}
+
+trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
+    if (id < 0 || id >= kNumCandidates) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    const trt_woq_status st = check_problem(p);
+    if (st != TRT_WOQ_OK) return st;
+    if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    const TileConfig& t = kTiles[id / 2];
+    if (t.stages * stage_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (id % 2 == 1 && make_plan(id, *p).split < 2) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
+    return TRT_WOQ_OK;
+}
+
+size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
+    const Plan plan = make_plan(id, p);
+    if (plan.split < 2) return 0;
+    return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
+}
+
+template <int BM, int BN, int WARPS, int STAGES, int BITS, typename T>
+trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream) {
+    constexpr int kWM = BM >= 64 ? 2 : 1;  // warps along M (see the config table)
+    constexpr int kWN = WARPS / kWM;
+    auto kernel = gemm_mma_kernel<BM, BN, kWM, kWN, STAGES, BITS, T>;
+    const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
+    // Raise the dynamic shared-memory limit once per device for this instantiation.
+    static std::atomic<uint64_t> done_mask{0};
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return cuda_fail(e);
+    const uint64_t bit = uint64_t(1) << (dev & 63);
+    if (!(done_mask.load(std::memory_order_relaxed) & bit)) {
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return cuda_fail(e);
+        done_mask.fetch_or(bit);
+    }
+    dim3 grid(ceil_div(args.m, BM), ceil_div(args.n, BN), split);
+    kernel<<<grid, WARPS * 32, smem, stream>>>(args);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(e);
+    return TRT_WOQ_OK;
+}
+
+template <int BITS, typename T>
+trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaStream_t stream) {
+    switch (tile) {
+        case 0: return launch_tile<128, 128, 8, 4, BITS, T>(args, split, stream);
+        case 1: return launch_tile<128, 128, 8, 3, BITS, T>(args, split, stream);
+        case 2: return launch_tile<64, 128, 4, 4, BITS, T>(args, split, stream);
+        case 3: return launch_tile<32, 128, 4, 6, BITS, T>(args, split, stream);
+        default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    }
+}
+
+template <typename T>
+trt_woq_status launch_reduce(const trt_woq_linear_params& p, int split, cudaStream_t stream) {
+    const int64_t pairs = p.m * p.n / 2;
+    const int threads = 256;
+    const int blocks = static_cast<int>(std::min<int64_t>((pairs + threads - 1) / threads, 65535));
+    gemm_splitk_reduce<T><<<blocks, threads, 0, stream>>>(static_cast<const float*>(p.workspace),
+                                                          static_cast<const T*>(p.bias), static_cast<T*>(p.output),
+                                                          static_cast<int>(p.m), static_cast<int>(p.n), split);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? TRT_WOQ_OK : cuda_fail(e);
+}
+
+bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
+
+}  // namespace
+}  // namespace gemm
+}  // namespace trt_woq
+
+using namespace trt_woq::gemm;
+
+extern "C" {
+
+int32_t trt_woq_gemm_candidate_count(void) { return kNumCandidates; }
+
+trt_woq_status trt_woq_gemm_candidate_describe(int32_t id, char* buf, size_t buf_size) {
+    if (id < 0 || id >= kNumCandidates || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    std::snprintf(buf, buf_size, "gemm_mma_%s%s", kTiles[id / 2].name, id % 2 ? "_splitk" : "");
+    return TRT_WOQ_OK;
+}
+
+trt_woq_status trt_woq_gemm_candidate_supports(int32_t id, const trt_woq_linear_params* params, int32_t sm) {
+    return supports(id, params, sm);
+}
+
+size_t trt_woq_gemm_workspace_size(int32_t id, const trt_woq_linear_params* params, int32_t sm) {
+    if (id == TRT_WOQ_CANDIDATE_AUTO) id = trt_woq_gemm_dispatch(params, sm);
+    if (supports(id, params, sm) != TRT_WOQ_OK) return 0;
+    return workspace_bytes(id, *params);
+}
+
+int32_t trt_woq_gemm_dispatch(const trt_woq_linear_params* params, int32_t sm) {
+    if (check_problem(params) != TRT_WOQ_OK || sm < 80) return -1;
+    // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
+    // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
+    const int64_t m = params->m;
+    int tile = m <= 32 ? 3 : (m <= 256 ? 2 : 0);
+    if (tile == 0 && supports(0, params, sm) != TRT_WOQ_OK) tile = 1;  // 4 stages do not fit (SM86/SM89 INT8)
+    if (tile == 2 && m > 128) {
+        // Prefer 128-row tiles when they still give at least a wave of CTAs.
+        const int64_t tiles128 = int64_t(ceil_div(m, 128)) * ceil_div(params->n, 128);
+        if (tiles128 >= 132) tile = supports(0, params, sm) == TRT_WOQ_OK ? 0 : 1;
+    }
+    const int split_id = 2 * tile + 1;
+    if (supports(split_id, params, sm) == TRT_WOQ_OK) return split_id;
+    return supports(2 * tile, params, sm) == TRT_WOQ_OK ? 2 * tile : -1;
+}
+
+trt_woq_status trt_woq_gemm_run(int32_t id, const trt_woq_linear_params* p, void* stream) {
+    if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    int dev = 0, major = 0, minor = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) return cuda_fail(e);
+    const int sm = 10 * major + minor;
+    if (id == TRT_WOQ_CANDIDATE_AUTO) id = trt_woq_gemm_dispatch(p, sm);
+    if (id == -1) return check_problem(p) != TRT_WOQ_OK ? check_problem(p) : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    const trt_woq_status st = supports(id, p, sm);
+    if (st != TRT_WOQ_OK) return st;
+    if (!p->activation || !p->packed_weight || !p->scales || !p->output) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (!aligned(p->activation, 16) || !aligned(p->packed_weight, 16) || !aligned(p->scales, 4) ||
+        !aligned(p->output, 4) || (p->zeros && !aligned(p->zeros, 4)) || (p->bias && !aligned(p->bias, 2)))
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    const Plan plan = make_plan(id, *p);
+    const size_t ws = workspace_bytes(id, *p);
+    if (ws > 0 && (p->workspace == nullptr || p->workspace_size < ws || !aligned(p->workspace, 8)))
+        return TRT_WOQ_ERR_WORKSPACE;
+
+    GemmArgs args;
+    args.a = p->activation;
+    args.b = static_cast<const int32_t*>(p->packed_weight);
+    args.scales = p->scales;
+    args.zeros = p->zeros;
+    args.bias = p->bias;
+    args.c = p->output;
+    args.partials = plan.split > 1 ? static_cast<float*>(p->workspace) : nullptr;
+    args.m = static_cast<int>(p->m);
+    args.n = static_cast<int>(p->n);
+    args.k = static_cast<int>(p->k);
+    args.group = p->group_size == -1 ? static_cast<int>(p->k) : p->group_size;
+    args.k_tiles_per_split = plan.k_tiles_per_split;
+
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    trt_woq_status r;
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
+    if (p->bits == 4)
+        r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan.tile, args, plan.split, s)
+                 : launch_bits_type<4, half>(plan.tile, args, plan.split, s);
+    else
+        r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan.tile, args, plan.split, s)
+                 : launch_bits_type<8, half>(plan.tile, args, plan.split, s);
+    if (r != TRT_WOQ_OK || plan.split < 2) return r;
+    return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
+}
+
+const char* trt_woq_gemm_last_cuda_error(void) { return g_last_cuda_error; }
+
+}  // extern "C"

@@ -1,0 +1,401 @@
+// Tensor-core weight-only GEMM (M > 16) on mma.sync.m16n8k16, reading packed layout v1 (docs/layouts.md).
+//
+//   Y[M, N] = X[M, K] @ ((U - Z) * S) (+ bias),  FP32 accumulation, X / Y / S / Z / bias in T (half or bfloat16).
+//
+// One CTA computes a BM x BN tile of Y over the K range of its split (blockIdx.z). Per K tile of 64:
+//   * cp.async copies the A tile (BM rows x 128 bytes, 16-byte chunks XOR-swizzled by row so ldmatrix is conflict
+//     free), the packed B lines (BN / I lines of 128 bytes, chunk-swizzled by line so the per-lane 32-bit reads of a
+//     warp hit 32 different banks), and the one or two scale / zero rows the tile touches, into one of STAGES
+//     shared-memory buffers (a multi-stage pipeline, STAGES - 1 tiles in flight);
+//   * each lane reads, per n8 tile, the one 32-bit word of the packed line that is exactly its B fragment (the
+//     layout's k permutation), converts it in registers with the magic-number conversions below, subtracts the
+//     zero point and multiplies by the scale, and feeds mma.sync. No dequantized copy exists anywhere.
+// split == 1: the epilogue adds the bias and writes Y. split > 1: it writes FP32 partials to the workspace and
+// gemm_splitk_reduce sums them (deterministic order), adds the bias and writes Y.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace trt_woq {
+namespace gemm {
+
+constexpr int kBK = 64;  // K tile: one 128-byte line of the packed layout
+
+struct GemmArgs {
+    const void* a;        // [M, K] T
+    const int32_t* b;     // [N / I, K / 2] packed words
+    const void* scales;   // [K / G, N] T
+    const void* zeros;    // [K / G, N] T or nullptr (symmetric)
+    const void* bias;     // [N] T or nullptr
+    void* c;              // [M, N] T   (split == 1)
+    float* partials;      // [split, M, N] FP32 (split > 1)
+    int m, n, k;
+    int group;            // group size along K; K for per-channel
+    int k_tiles_per_split;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// PTX helpers
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy, zero-filled when !valid (src-size 0: nothing is read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+// 4-byte async copy (scales / zeros rows need only 4-byte alignment: N is even), zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;  // (a & b) | c
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per-type pieces: the mma instruction and the B-fragment conversions. `zq` holds the zero point in the form the
+// conversion needs (see each), `s2` the scale broadcast to both halves.
+template <typename T>
+struct Ops;
+
+template <>
+struct Ops<half> {
+    using T2 = half2;
+    __device__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    __device__ static T2 bcast(half x) { return __half2half2(x); }
+    // INT8: PRMT places bytes e0, e1 (or e2, e3) under the 0x64 exponent: 1024 + e. zq = 1024 + Z, exact in FP16.
+    struct Int8Zero {
+        half2 z;
+    };
+    __device__ static Int8Zero int8_zero(float z) { return {__float2half2_rn(1024.f + z)}; }
+    __device__ static void int8_to_frag(uint32_t w, Int8Zero zq, half2 s2, uint32_t& b0, uint32_t& b1) {
+        uint32_t lo = prmt(w, 0x64646464u, 0x7150u);
+        uint32_t hi = prmt(w, 0x64646464u, 0x7352u);
+        half2 h0 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&lo), zq.z), s2);
+        half2 h1 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&hi), zq.z), s2);
+        b0 = *reinterpret_cast<uint32_t*>(&h0);
+        b1 = *reinterpret_cast<uint32_t*>(&h1);
+    }
+    // INT4: (w & 0x000F000F) | 0x64006400 = 1024 + (e0, e1); (w & 0x00F000F0) | 0x64006400 = 1024 + 16 (e2, e3),
+    // and fma(x, 1/16, -(64 + Z)) = e - Z exactly. zq.lo = 1024 + Z, zq.hi = -(64 + Z).
+    struct Int4Zero {
+        half2 lo, hi;
+    };
+    __device__ static Int4Zero int4_zero(float z) {
+        return {__float2half2_rn(1024.f + z), __float2half2_rn(-64.f - z)};
+    }
+    __device__ static void int4_to_frag(uint32_t w, Int4Zero zq, half2 s2, uint32_t (&b)[4]) {
+        const half2 sixteenth = __float2half2_rn(0.0625f);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            uint32_t v = h ? (w >> 8) : w;
+            uint32_t lo = lop3_and_or(v, 0x000F000Fu, 0x64006400u);
+            uint32_t hi = lop3_and_or(v, 0x00F000F0u, 0x64006400u);
+            half2 h0 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&lo), zq.lo), s2);
+            half2 h1 = __hmul2(__hfma2(*reinterpret_cast<half2*>(&hi), sixteenth, zq.hi), s2);
+            b[2 * h] = *reinterpret_cast<uint32_t*>(&h0);
+            b[2 * h + 1] = *reinterpret_cast<uint32_t*>(&h1);
+        }
+    }
+};
+
+template <>
+struct Ops<__nv_bfloat16> {
+    using T2 = __nv_bfloat162;
+    __device__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    __device__ static T2 bcast(__nv_bfloat16 x) { return __bfloat162bfloat162(x); }
+    // INT8: each byte under the FP32 exponent of 2^23 (0x4B000000 | e = 8388608 + e); subtracting 8388608 + Z in
+    // FP32 is exact, |e - Z| <= 255 is exact in BF16, and PRMT 0x7632 keeps the two high halves (truncation of an
+    // exactly representable value). zq = 8388608 + Z.
+    struct Int8Zero {
+        float z;
+    };
+    __device__ static Int8Zero int8_zero(float z) { return {8388608.f + z}; }
+    __device__ static void int8_to_frag(uint32_t w, Int8Zero zq, __nv_bfloat162 s2, uint32_t& b0, uint32_t& b1) {
+        float f[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            uint32_t u = prmt(w, 0x4B000000u, 0x7650u + i);  // byte i of w, then bytes 1..3 of 0x4B000000
+            f[i] = __uint_as_float(u) - zq.z;
+        }
+        uint32_t lo = prmt(__float_as_uint(f[0]), __float_as_uint(f[1]), 0x7632u);
+        uint32_t hi = prmt(__float_as_uint(f[2]), __float_as_uint(f[3]), 0x7632u);
+        __nv_bfloat162 h0 = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&lo), s2);
+        __nv_bfloat162 h1 = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&hi), s2);
+        b0 = *reinterpret_cast<uint32_t*>(&h0);
+        b1 = *reinterpret_cast<uint32_t*>(&h1);
+    }
+    // INT4: BF16 has 7 explicit significand bits, so the nibble is moved to bits 0..3 under the 128.0 base 0x4300
+    // (128 + e, unit step from 128 to 256) by shifting the word, not by a wider mask. zq = 128 + Z.
+    struct Int4Zero {
+        __nv_bfloat162 lo;
+    };
+    __device__ static Int4Zero int4_zero(float z) { return {__float2bfloat162_rn(128.f + z)}; }
+    __device__ static void int4_to_frag(uint32_t w, Int4Zero zq, __nv_bfloat162 s2, uint32_t (&b)[4]) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            uint32_t v = lop3_and_or(w >> (4 * p), 0x000F000Fu, 0x43004300u);
+            __nv_bfloat162 h = __hmul2(__hsub2(*reinterpret_cast<__nv_bfloat162*>(&v), zq.lo), s2);
+            b[p] = *reinterpret_cast<uint32_t*>(&h);
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shared-memory geometry of one pipeline stage.
+template <int BM, int BN, int BITS>
+struct StageLayout {
+    static constexpr int kI = BITS == 8 ? 2 : 4;          // channels per packed line (layout interleave)
+    static constexpr int kLines = BN / kI;                // packed lines per K tile
+    static constexpr int kABytes = BM * kBK * 2;          // BM rows x 128 bytes
+    static constexpr int kBBytes = kLines * 128;          // one 128-byte line per packed row
+    static constexpr int kSBytes = 2 * BN * 2;            // up to two group rows of BN values (group 32 < 64)
+    static constexpr int kBytes = kABytes + kBBytes + 2 * kSBytes;  // + zeros
+};
+
+// Chunk swizzles (16-byte chunk index within a 128-byte row / line). A: chunk ^ row%8, the usual ldmatrix swizzle.
+// B: a warp reads, for one k step, word (lane%4) of chunk c(n) of lines n/I for its 8 channels n; the XOR below
+// spreads those 8 chunks over 8 different 4-bank groups (INT8: 4 lines x 2 channels; INT4: 2 lines x 4 channels).
+__device__ __forceinline__ int swz_a(int row, int chunk) { return chunk ^ (row & 7); }
+template <int BITS>
+__device__ __forceinline__ int swz_b(int line, int chunk) {
+    return BITS == 8 ? (chunk ^ (line & 3)) : (chunk ^ (line & 1));
+}
+
+template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T>
+__global__ void __launch_bounds__(WM* WN * 32) gemm_mma_kernel(const GemmArgs args) {
+    using L = StageLayout<BM, BN, BITS>;
+    using O = Ops<T>;
+    using T2 = typename O::T2;
+    constexpr int kThreads = WM * WN * 32;
+    constexpr int kWarpM = BM / WM, kWarpN = BN / WN;
+    constexpr int kMT = kWarpM / 16, kNT = kWarpN / 8;
+    constexpr int kI = L::kI;
+    static_assert(kWarpM % 16 == 0 && kWarpN % 8 == 0, "warp tile must be a multiple of the mma shape");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / WN, warp_n = warp % WN;
+    // blockIdx.x walks M, so the CTAs that share a weight tile run side by side and the weights come from L2.
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int k_tiles = args.k / kBK;
+    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
+    const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);
+    const bool has_zeros = args.zeros != nullptr;
+
+    const T* __restrict__ A = static_cast<const T*>(args.a);
+    const T* __restrict__ S = static_cast<const T*>(args.scales);
+    const T* __restrict__ Z = static_cast<const T*>(args.zeros);
+    const int lines_total = args.n / kI;
+    const int words_per_line = args.k / 2;
+
+    auto stage_a = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes); };
+    auto stage_b = [&](int s) { return reinterpret_cast<uint32_t*>(smem + s * L::kBytes + L::kABytes); };
+    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes + L::kABytes + L::kBBytes); };
+    auto stage_z = [&](int s) {
+        return reinterpret_cast<T*>(smem + s * L::kBytes + L::kABytes + L::kBBytes + L::kSBytes);
+    };
+
+    auto load_stage = [&](int s, int kt) {
+        const int k0 = kt * kBK;
+        T* sa = stage_a(s);
+        for (int i = tid; i < BM * 8; i += kThreads) {
+            const int row = i >> 3, ch = i & 7;
+            const int gm = m0 + row;
+            const bool ok = gm < args.m;
+            const T* src = A + (size_t)(ok ? gm : 0) * args.k + k0 + ch * 8;
+            cp_async16(sa + row * kBK + swz_a(row, ch) * 8, src, ok);
+        }
+        uint32_t* sb = stage_b(s);
+        for (int i = tid; i < L::kLines * 8; i += kThreads) {
+            const int line = i >> 3, ch = i & 7;
+            const int gl = n0 / kI + line;
+            const bool ok = gl < lines_total;
+            const int32_t* src = args.b + (size_t)(ok ? gl : 0) * words_per_line + kt * 32 + ch * 4;
+            cp_async16(sb + line * 32 + swz_b<BITS>(line, ch) * 4, src, ok);
+        }
+        // Scale (and zero) rows of the groups this K tile touches: one when group >= 64, two when group == 32.
+        const int g_first = k0 / args.group, g_last = (k0 + kBK - 1) / args.group;
+        T* ss = stage_s(s);
+        T* sz = stage_z(s);
+        for (int i = tid; i < 2 * (BN / 2); i += kThreads) {
+            const int r = i / (BN / 2), p = i % (BN / 2);
+            const int g = g_first + r, n = n0 + 2 * p;
+            const bool ok = g <= g_last && n < args.n;
+            const size_t off = ok ? (size_t)g * args.n + n : 0;
+            cp_async4(ss + r * BN + 2 * p, S + off, ok);
+            if (has_zeros) cp_async4(sz + r * BN + 2 * p, Z + off, ok);
+        }
+    };
+
+    float acc[kMT][kNT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+        cp_async_commit();
+    }
+
+    const auto zq_sym8 = O::int8_zero(128.f);  // symmetric zero points 2^(bits-1)
+    const auto zq_sym4 = O::int4_zero(8.f);
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // tile kt has landed for all threads; the buffer refilled below was consumed at kt - 1
+        {
+            const int next = kt + STAGES - 1;
+            if (next < kt_end) load_stage((next - kt_begin) % STAGES, next);
+            cp_async_commit();
+        }
+        const int s = (kt - kt_begin) % STAGES;
+        const T* sa = stage_a(s);
+        const uint32_t* sb = stage_b(s);
+        const T* ss = stage_s(s);
+        const T* sz = stage_z(s);
+        const int k0 = kt * kBK;
+        const int g_first = k0 / args.group;
+
+        // A word of the packed layout covers 16 k (INT8: one k16 step) or 32 k (INT4: two k16 steps).
+        constexpr int kStepsPerWord = BITS == 8 ? 1 : 2;
+#pragma unroll
+        for (int blk = 0; blk < 4 / kStepsPerWord; ++blk) {
+            const int g = (k0 + blk * 16 * kStepsPerWord) / args.group - g_first;  // 0 or 1
+            uint32_t bfrag[kNT][2 * kStepsPerWord];
+#pragma unroll
+            for (int j = 0; j < kNT; ++j) {
+                const int nl = warp_n * kWarpN + j * 8 + (lane >> 2);  // this lane's channel within the tile
+                const int line = nl / kI;
+                const int chunk = (nl % kI) * (4 / kStepsPerWord) + blk;
+                const uint32_t w = sb[line * 32 + swz_b<BITS>(line, chunk) * 4 + (lane & 3)];
+                const T2 s2 = O::bcast(ss[g * BN + nl]);
+                if constexpr (BITS == 8) {
+                    const auto zq = has_zeros ? O::int8_zero(float(sz[g * BN + nl])) : zq_sym8;
+                    O::int8_to_frag(w, zq, s2, bfrag[j][0], bfrag[j][1]);
+                } else {
+                    const auto zq = has_zeros ? O::int4_zero(float(sz[g * BN + nl])) : zq_sym4;
+                    O::int4_to_frag(w, zq, s2, bfrag[j]);
+                }
+            }
+#pragma unroll
+            for (int st = 0; st < kStepsPerWord; ++st) {
+                const int ks = blk * kStepsPerWord + st;  // k16 step within the tile
+                uint32_t afrag[kMT][4];
+#pragma unroll
+                for (int i = 0; i < kMT; ++i) {
+                    const int row = warp_m * kWarpM + i * 16 + (lane & 15);
+                    const int ch = ks * 2 + (lane >> 4);
+                    ldmatrix_x4(afrag[i], sa + row * kBK + swz_a(row, ch) * 8);
+                }
+#pragma unroll
+                for (int i = 0; i < kMT; ++i)
+#pragma unroll
+                    for (int j = 0; j < kNT; ++j) O::mma(acc[i][j], afrag[i], bfrag[j][2 * st], bfrag[j][2 * st + 1]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue. Fragment element e of acc[i][j]: row lane/4 (+8 for e >= 2), columns 2 (lane%4) + {0, 1}.
+    const T* bias = static_cast<const T*>(args.bias);
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+        const int n = n0 + warp_n * kWarpN + j * 8 + 2 * (lane & 3);
+        if (n >= args.n) continue;  // N is even, so n < N implies n + 1 < N
+        float b0 = 0.f, b1 = 0.f;
+        if (bias != nullptr && args.partials == nullptr) {
+            b0 = float(bias[n]);
+            b1 = float(bias[n + 1]);
+        }
+#pragma unroll
+        for (int i = 0; i < kMT; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = m0 + warp_m * kWarpM + i * 16 + (lane >> 2) + 8 * h;
+                if (m >= args.m) continue;
+                const float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
+                if (args.partials == nullptr) {
+                    T2 out;
+                    out.x = T(v0);
+                    out.y = T(v1);
+                    *reinterpret_cast<T2*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = out;
+                } else {
+                    float* p = args.partials + ((size_t)blockIdx.z * args.m + m) * args.n + n;
+                    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+                }
+            }
+        }
+    }
+}
+
+// Sums the split partials in split order (deterministic), adds the bias, converts. One thread per output pair.
+template <typename T>
+__global__ void gemm_splitk_reduce(const float* __restrict__ partials, const T* __restrict__ bias, T* __restrict__ c,
+                                   int m, int n, int split) {
+    using T2 = typename Ops<T>::T2;
+    const size_t pairs = (size_t)m * n / 2;
+    const size_t plane = (size_t)m * n;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs; p += (size_t)gridDim.x * blockDim.x) {
+        float2 sum = make_float2(0.f, 0.f);
+        for (int z = 0; z < split; ++z) {
+            const float2 v = reinterpret_cast<const float2*>(partials + z * plane)[p];
+            sum.x += v.x;
+            sum.y += v.y;
+        }
+        if (bias != nullptr) {
+            const int col = (int)((2 * p) % n);
+            sum.x += float(bias[col]);
+            sum.y += float(bias[col + 1]);
+        }
+        T2 out;
+        out.x = T(sum.x);
+        out.y = T(sum.y);
+        reinterpret_cast<T2*>(c)[p] = out;
+    }
+}
+
+}  // namespace gemm
+}  // namespace trt_woq
