@@ -1,0 +1,207 @@
+"""trt-woq: weight-only INT8 / INT4 quantization of ONNX models for TensorRT (``python -m graph_passes``).
+
+Subcommands: quantize, inspect, compare, build. ``python -m graph_passes SUBCOMMAND --help`` for each.
+Errors print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from graph_passes.config import QuantConfig
+from graph_passes.errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+# ------------------------------------------------------------------------------------------------------ commands
+def cmd_quantize(args) -> int:
+    """Quantize the weights of MODEL's MatMul / Gemm nodes to INT4 or INT8 (weight-only, round to nearest).
+
+    Writes OUT (default MODEL.woq_<options>.onnx), with WeightOnlyLinear nodes for the TensorRT plugin (--format
+    plugin) or standard DequantizeLinear + MatMul (--format qdq, opset 21). Prints a summary of the nodes rewritten and
+    skipped (with reasons) and the weight bytes before / after. An existing OUT is refused unless --force; the input
+    is never modified.
+    """
+    from graph_passes.pipeline import quantize_model
+
+    config = _config(args, progress=not args.quiet)
+    report = quantize_model(args.model, args.output, config, force=args.force, report_path=args.report)
+    print(report.format())
+    print(f"wrote {report.output}" + (f" and {report.output}.data" if report.external_data else ""))
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    """Show which MatMul / Gemm nodes of MODEL would be quantized with the given options, and why the others not.
+
+    Reads only the graph (weights stay on disk); prints the same summary as quantize, then one line per node.
+    """
+    from graph_passes.pipeline import inspect_model
+
+    config = _config(args, progress=False)
+    report = inspect_model(args.model, config)
+    print(report.format())
+    for r in report.rewritten:
+        shared = ", shared weight" if r.shared else ""
+        casts = f", Casts to {r.act_dtype}" if r.casts else ""
+        print(f"  rewrite  {r.node} [{r.pattern}] K={r.k} N={r.n} weight={r.weight}{casts}{shared}")
+    for s in report.skipped:
+        print(f"  skip     {s.node} [{s.op}] {s.reason}" + (f" ({s.detail})" if s.detail else ""))
+    if args.report:
+        from graph_passes.pipeline import write_text_atomic
+
+        write_text_atomic(args.report, report.to_json() + "\n")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Run ORIGINAL and QUANTIZED on the same inputs and print per-output max abs / rel error and cosine similarity.
+
+    Uses polygraphy's Comparator with ONNX Runtime (a plugin-format model runs through its Q/DQ twin unless --trt).
+    Exit status 1 when --min-cosine is given and not met.
+    """
+    try:
+        from graph_passes.compare import compare
+    except ImportError as exc:
+        raise UserError(f"compare is not available: {exc}") from None
+    shapes = _parse_shapes(args.input_shape)
+    report = compare(args.original, args.quantized, input_shapes=shapes, seed=args.seed,
+                     min_cosine=args.min_cosine, use_trt=args.trt)
+    print(report.format())
+    return 0 if report.passed else 1
+
+
+def cmd_build(args) -> int:
+    """Build a TensorRT engine from MODEL (plugin format needs the trt_woq plugin library; needs TensorRT)."""
+    try:
+        from trt_woq.engine import build_engine
+    except ImportError as exc:
+        raise UserError(f"build needs the trt_woq runtime and TensorRT: {exc}") from None
+    engine = args.output or (args.model.rsplit(".onnx", 1)[0] + ".engine")
+    build_engine(args.model, engine)
+    print(f"wrote {engine}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------------- parsing
+def _config(args, progress: bool) -> QuantConfig:
+    return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
+                       act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
+                       min_elements=args.min_elements, progress=progress)
+
+
+def _parse_shapes(items):
+    if not items:
+        return None
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition(":")
+        if not sep or not name:
+            raise UserError(f"--input-shape {item!r}: expected NAME:D0,D1,... (e.g. input_ids:1,128)")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.replace("x", ",").split(",") if d)
+        except ValueError:
+            raise UserError(f"--input-shape {item!r}: dims must be integers") from None
+    return shapes
+
+
+def _doc(fn) -> tuple[str, str]:
+    import inspect
+
+    text = inspect.cleandoc(fn.__doc__ or "")
+    return text.splitlines()[0], text
+
+
+def _add_quant_options(p) -> None:
+    p.add_argument("--bits", type=int, choices=(8, 4), default=4, help="weight bits (default 4)")
+    p.add_argument("--group-size", type=int, choices=(-1, 32, 64, 128, 256), default=128,
+                   help="weights per scale along K; -1 = one scale per output channel (default 128)")
+    p.add_argument("--asymmetric", action="store_true", help="store zero points (default symmetric)")
+    p.add_argument("--format", choices=("plugin", "qdq"), default="plugin",
+                   help="plugin: WeightOnlyLinear nodes; qdq: DequantizeLinear + MatMul (default plugin)")
+    p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="fp16",
+                   help="compute dtype of the op in an FP32 graph (Casts around it); FP16/BF16 graphs keep "
+                        "theirs (default fp16)")
+    p.add_argument("--include", action="append", metavar="REGEX",
+                   help="quantize only nodes whose name matches (repeatable)")
+    p.add_argument("--exclude", action="append", metavar="REGEX", help="skip nodes whose name matches (repeatable)")
+    p.add_argument("--min-elements", type=int, default=0, metavar="N",
+                   help="skip weights with fewer than N elements (default 0)")
+    p.add_argument("--report", metavar="FILE.json", help="also write the summary as JSON")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse would print the usage first)
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="trt-woq", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    sub.required = True
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    short, long = _doc(cmd_quantize)
+    p = sub.add_parser("quantize", help=short, description=long, formatter_class=fmt)
+    p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
+    p.add_argument("-o", "--output", metavar="OUT", help="output .onnx file")
+    _add_quant_options(p)
+    p.add_argument("--force", action="store_true", help="overwrite an existing output / report")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_quantize)
+
+    short, long = _doc(cmd_inspect)
+    p = sub.add_parser("inspect", help=short, description=long, formatter_class=fmt)
+    p.add_argument("model", metavar="MODEL")
+    _add_quant_options(p)
+    p.set_defaults(func=cmd_inspect)
+
+    short, long = _doc(cmd_compare)
+    p = sub.add_parser("compare", help=short, description=long, formatter_class=fmt)
+    p.add_argument("original", metavar="ORIGINAL")
+    p.add_argument("quantized", metavar="QUANTIZED")
+    p.add_argument("--input-shape", action="append", metavar="NAME:D0,D1,...",
+                   help="shape of a dynamic input (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    p.add_argument("--min-cosine", type=float, help="exit 1 when an output's cosine similarity is below this")
+    p.add_argument("--trt", action="store_true", help="run the quantized model with TensorRT")
+    p.set_defaults(func=cmd_compare)
+
+    short, long = _doc(cmd_build)
+    p = sub.add_parser("build", help=short, description=long, formatter_class=fmt)
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("-o", "--output", metavar="ENGINE", help="engine file (default MODEL.engine)")
+    p.set_defaults(func=cmd_build)
+    return parser
+
+
+def _known_errors() -> tuple:
+    errors = [UserError]
+    from graph_passes.layouts import LayoutError
+
+    errors.append(LayoutError)
+    try:
+        from trt_woq.errors import TrtWoqError
+
+        errors.append(TrtWoqError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _known_errors() as exc:
+        msg = " ".join(str(exc).split())
+        print(f"trt-woq {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Pattern finder: the linear layers of a graph that the rewrite passes can quantize, and why the others are skipped.
+
+Patterns (main graph only; subgraphs of If/Loop/Scan are left alone):
+  * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Cast and/or
+    Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
+  * ``MatMul`` + ``Add(., b)``: b a constant of N values ([N] or [1, N]) -> bias folded into the op.
+  * ``Gemm(A, B, C)``: transA = 0, transB 0 or 1, alpha folded into W, constant C of N values times beta as bias.
+A weight used by several nodes (same source tensor, same transforms) is quantized and packed once: matches carry a
+``key`` for that. Nothing here loads weight values, except biases (N values); NaN/Inf checks happen when quantizing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graph_passes.layouts import get_layout
+from graph_passes.quantize import act_dtype_name
+
+
+@dataclass
+class LinearMatch:
+    node: object                 # gs.Node: MatMul or Gemm
+    pattern: str                 # "MatMul", "MatMul+Add", "Gemm"
+    x: object                    # gs.Tensor: the activation
+    output: object               # gs.Tensor: what the rewritten subgraph must produce
+    source: object               # gs.Constant holding the weight's data
+    source_name: str
+    chain: tuple = ()            # transforms applied to the source, in order: ("Cast", onnx_dtype) / ("Transpose",)
+    transpose: bool = False      # W = transform(source).T (odd number of transposes incl. Gemm transB)
+    alpha: float = 1.0
+    bias: np.ndarray | None = None   # float64 [N], beta folded
+    add_node: object = None      # the Add folded as bias
+    dtype: np.dtype = None       # activation / weight dtype of the graph at this node
+    k: int = 0
+    n: int = 0
+    extra_nodes: list = field(default_factory=list)
+
+    @property
+    def graph_act(self) -> str:
+        return act_dtype_name(self.dtype)
+
+    def key(self, act_dtype: str) -> tuple:
+        """Identity of the quantized weight: nodes with equal keys share one packed tensor."""
+        return (self.source_name, self.chain, self.transpose, self.alpha, act_dtype)
+
+    def load_weight(self, base_dir: str | None) -> np.ndarray:
+        """The float32 ``W[K, N]`` this node multiplies by (transforms and alpha applied); a fresh array."""
+        w = read_constant(self.source, base_dir)
+        for step in self.chain:
+            if step[0] == "Cast":
+                w = w.astype(_np_dtype(step[1]))
+            else:
+                w = w.T
+        w = np.asarray(w, np.float32)
+        if self.transpose:
+            w = w.T
+        if self.alpha != 1.0:
+            w = w * np.float32(self.alpha)
+        return np.ascontiguousarray(w)
+
+
+@dataclass
+class Skip:
+    node: object
+    reason: str
+    detail: str = ""
+
+
+# ------------------------------------------------------------------------------------------------------- helpers
+def _np_dtype(onnx_dtype):
+    import onnx
+
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(onnx_dtype)))
+
+
+def _dtype_of(tensor) -> np.dtype | None:
+    dt = getattr(tensor, "dtype", None)
+    if dt is None:
+        return None
+    try:
+        return np.dtype(dt)
+    except TypeError:
+        try:
+            return _np_dtype(dt)
+        except Exception:  # noqa: BLE001 - an unknown type is reported as unsupported by the caller
+            return None
+
+
+def read_constant(const, base_dir: str | None) -> np.ndarray:
+    """Values of a gs.Constant without caching them in the graph (external data read from ``base_dir``)."""
+    import onnx
+    from onnx_graphsurgeon.ir.tensor import LazyValues
+
+    vals = const._values
+    if not isinstance(vals, LazyValues):
+        return np.asarray(vals)
+    proto = vals.tensor
+    if proto.data_location == onnx.TensorProto.EXTERNAL:
+        info = {e.key: e.value for e in proto.external_data}
+        import os
+
+        path = os.path.join(base_dir or ".", info["location"])
+        dtype = _np_dtype(proto.data_type)
+        count = int(np.prod(proto.dims)) if len(proto.dims) else 1
+        with open(path, "rb") as f:
+            f.seek(int(info.get("offset", 0)))
+            data = np.fromfile(f, dtype=dtype, count=count)
+        if data.size != count:
+            raise OSError(f"external data file {path} is too short for tensor {proto.name}")
+        return data.reshape(tuple(proto.dims))
+    return np.asarray(onnx.numpy_helper.to_array(proto))
+
+
+def constant_nbytes(const) -> int:
+    from onnx_graphsurgeon.ir.tensor import LazyValues
+
+    vals = const._values
+    return int(vals.nbytes) if isinstance(vals, LazyValues) else int(np.asarray(vals).nbytes)
+
+
+def _resolve_constant(tensor, max_depth: int = 4):
+    """Follow Cast / Transpose producers back to a constant: (gs.Constant, name, chain, n_transposes) or a reason."""
+    import onnx_graphsurgeon as gs
+
+    chain = []
+    transposes = 0
+    t = tensor
+    for _ in range(max_depth + 1):
+        if isinstance(t, gs.Constant):
+            return t, t.name, tuple(reversed(chain)), transposes
+        producers = list(t.inputs)
+        if len(producers) != 1:
+            return f"input '{tensor.name}' is not a constant (initializer or Constant node)"
+        p = producers[0]
+        if p.op == "Constant" and isinstance(p.attrs.get("value"), gs.Constant):
+            return p.attrs["value"], t.name, tuple(reversed(chain)), transposes
+        if p.op == "Cast" and p.inputs:
+            chain.append(("Cast", int(p.attrs["to"])))
+        elif p.op == "Transpose" and p.inputs:
+            perm = p.attrs.get("perm")
+            if perm is not None and list(perm) != [1, 0]:
+                return f"input '{tensor.name}' comes from a Transpose with perm {list(perm)} (only [1, 0])"
+            chain.append(("Transpose",))
+            transposes += 1
+        else:
+            return f"input '{tensor.name}' is computed by a {p.op} node, not a constant"
+        t = p.inputs[0]
+    return f"input '{tensor.name}' is a constant behind more than {max_depth} Cast/Transpose nodes"
+
+
+def _bias_values(tensor, n: int, x_rank: int | None, base_dir):
+    """float64 [N] from a constant bias of N values ([N] or [1, N]), or a reason string."""
+    r = _resolve_constant(tensor)
+    if isinstance(r, str):
+        return r
+    const, _, chain, transposes = r
+    shape = tuple(const.shape)
+    if transposes or int(np.prod(shape)) != n or (shape and shape[-1] != n) or any(d != 1 for d in shape[:-1]):
+        return f"bias of shape {list(shape)} is not a vector of N={n} values"
+    if len(shape) > 2 or (x_rank is not None and len(shape) > x_rank):
+        return f"bias of shape {list(shape)} would broadcast the output to a higher rank"
+    v = read_constant(const, base_dir)
+    for step in chain:
+        v = v.astype(_np_dtype(step[1]))
+    return np.asarray(v, np.float64).reshape(n)
+
+
+def _rank(tensor):
+    shape = getattr(tensor, "shape", None)
+    return None if shape is None else len(shape)
+
+
+# ---------------------------------------------------------------------------------------------------------- finder
+def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
+    """The quantizable MatMul / Gemm nodes of ``graph`` and the skipped ones with a reason each."""
+    matches: list[LinearMatch] = []
+    skips: list[Skip] = []
+    layout = get_layout(config.layout)
+    graph_outputs = {id(t) for t in graph.outputs}
+    for node in graph.nodes:
+        if node.op not in ("MatMul", "Gemm"):
+            continue
+        m = _match_node(node, config, graph_outputs)
+        if isinstance(m, Skip):
+            skips.append(m)
+            continue
+        reason = _shape_reason(m, config, layout)
+        if reason:
+            skips.append(Skip(node, *reason))
+            continue
+        filtered = config.name_filter_reason(node.name)
+        if filtered:
+            skips.append(Skip(node, filtered))
+            continue
+        if m.k * m.n < config.min_elements:
+            skips.append(Skip(node, f"fewer than --min-elements {config.min_elements} weights",
+                              f"K x N = {m.k} x {m.n}"))
+            continue
+        matches.append(m)
+    return matches, skips
+
+
+def _shape_reason(m: LinearMatch, config, layout):
+    if m.graph_act is None:
+        return ("activation dtype not fp32/fp16/bf16", f"dtype {m.dtype}")
+    if m.k % layout.K_TILE:
+        return (f"K not a multiple of {layout.K_TILE} (layout {layout.NAME})", f"K={m.k}, N={m.n}")
+    inter = layout.interleave_factor(config.bits)
+    if m.n % inter:
+        return (f"N not a multiple of {inter} (INT{config.bits} interleave)", f"K={m.k}, N={m.n}")
+    if config.group_size != -1 and m.k % config.group_size:
+        return (f"K not a multiple of group size {config.group_size}", f"K={m.k}")
+    return None
+
+
+def _match_node(node, config, graph_outputs):
+    if len(node.inputs) < 2 or not node.outputs:
+        return Skip(node, "malformed node (fewer than 2 inputs)")
+    x, b = node.inputs[0], node.inputs[1]
+    alpha, beta, trans_b = 1.0, 1.0, 0
+    if node.op == "Gemm":
+        if int(node.attrs.get("transA", 0)):
+            return Skip(node, "Gemm with transA=1 (unsupported)")
+        alpha = float(node.attrs.get("alpha", 1.0))
+        beta = float(node.attrs.get("beta", 1.0))
+        trans_b = int(node.attrs.get("transB", 0))
+    r = _resolve_constant(b)
+    if isinstance(r, str):
+        return Skip(node, "weight is not constant", r)
+    source, source_name, chain, transposes = r
+    shape = tuple(source.shape)
+    if len(shape) != 2:
+        return Skip(node, "weight is not 2-D", f"shape {list(shape)}")
+    casts = [step for step in chain if step[0] == "Cast"]
+    dtype = _np_dtype(casts[-1][1]) if casts else _dtype_of(source)
+    # load_weight applies the chain's transposes, then Gemm's transB; K and N follow the total count.
+    k, n = (shape[1], shape[0]) if (transposes + trans_b) % 2 else shape
+    x_rank = _rank(x)
+    if x_rank is not None and x_rank < 2:
+        return Skip(node, "activation rank < 2", f"rank {x_rank}")
+    m = LinearMatch(node=node, pattern=node.op, x=x, output=node.outputs[0], source=source, source_name=source_name,
+                    chain=chain, transpose=bool(trans_b), alpha=alpha, dtype=dtype, k=int(k), n=int(n))
+    base_dir = config.external_data_dir
+    if node.op == "Gemm":
+        if x_rank is not None and x_rank != 2:
+            return Skip(node, "Gemm activation is not 2-D", f"rank {x_rank}")
+        if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].name:
+            bias = _bias_values(node.inputs[2], m.n, 2, base_dir)
+            if isinstance(bias, str):
+                return Skip(node, "Gemm C is not a constant bias of N values", bias)
+            m.bias = bias * beta
+        return m
+    # MatMul: fold a following Add of a constant [N] vector.
+    out = node.outputs[0]
+    consumers = list(out.outputs)
+    if len(consumers) == 1 and consumers[0].op == "Add" and id(out) not in graph_outputs:
+        add = consumers[0]
+        other = [t for t in add.inputs if t is not out]
+        if len(add.inputs) == 2 and len(other) == 1:
+            bias = _bias_values(other[0], m.n, x_rank, base_dir)
+            if not isinstance(bias, str):
+                m.bias, m.add_node, m.output, m.pattern = bias, add, add.outputs[0], "MatMul+Add"
+    return m

@@ -1,0 +1,91 @@
+"""Rewrite pass: linear layers -> ``trt_woq::WeightOnlyLinear`` nodes with packed weights (the plugin format).
+
+FP16 / BF16 graphs: the op replaces the node(s) directly. FP32 graphs: ``Cast(X -> act) -> WeightOnlyLinear ->
+Cast(-> float32)``, scales / zeros / bias in the activation dtype (config.act_dtype). ``act_dtype="fp32"`` leaves the
+op in float32 without Casts (reference only, see graph_passes.op).
+"""
+
+from __future__ import annotations
+
+import onnx_graphsurgeon as gs
+
+from graph_passes import op as woq_op
+from graph_passes.errors import QuantizationError
+from graph_passes.layouts import get_layout
+from graph_passes.passes._common import (ONNX_FLOAT, NameScope, QuantizeOnce, bias_storage, op_act_dtype,
+                                         progress_bar, skip_reason_of)
+from graph_passes.passes.match import constant_nbytes, find_linear_layers
+from graph_passes.quantize import act_numpy_dtype, to_act_storage
+from graph_passes.report import QuantReport, Rewritten
+
+
+def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
+    """Replace every matched MatMul / MatMul+Add / Gemm of ``graph`` by a WeightOnlyLinear node; returns ``graph``."""
+    report = report if report is not None else QuantReport()
+    matches, skips = find_linear_layers(graph, config)
+    for s in skips:
+        report.skip(s.node, s.reason, s.detail)
+    names = NameScope(graph)
+    cache = QuantizeOnce(config)
+    layout = get_layout(config.layout)
+    bar = progress_bar(len(matches), config)
+    for m in matches:
+        act, casts = op_act_dtype(m, config)
+        storage = act_numpy_dtype(act)
+        base = m.source_name + ("_T" if m.transpose else "")
+
+        def build(qw, base=base, act=act):
+            packed = gs.Constant(names(f"{base}_woq{qw.bits}_packed"), layout.pack(qw.u, qw.bits))
+            scales = gs.Constant(names(f"{base}_woq{qw.bits}_scales"), to_act_storage(qw.scales, act))
+            zeros = (None if qw.zeros is None else
+                     gs.Constant(names(f"{base}_woq{qw.bits}_zeros"), to_act_storage(qw.zeros, act)))
+            after = sum(int(c.values.nbytes) for c in (packed, scales, zeros) if c is not None)
+            report.weight_bytes_before += constant_nbytes(m.source)
+            report.weight_bytes_after += after
+            return packed, scales, zeros
+
+        try:
+            (packed, scales, zeros), shared = cache.get(m, act, build)
+        except QuantizationError as exc:
+            report.skip(m.node, *skip_reason_of(exc))
+            bar.update(m.node.name)
+            continue
+        name = names(m.node.name or "WeightOnlyLinear")
+        bias = None
+        if m.bias is not None:
+            bias = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, storage))
+        attrs = woq_op.WoqAttributes(bits=config.bits, group_size=config.group_size, in_features=m.k,
+                                     out_features=m.n, layout=config.layout, has_zeros=int(zeros is not None),
+                                     has_bias=int(bias is not None))
+        # Disconnect the old node(s) first: their output tensor gets the new producer.
+        out = m.output
+        m.node.outputs.clear()
+        if m.add_node is not None:
+            m.add_node.outputs.clear()
+        x = m.x
+        if casts:
+            x = graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
+                            outputs=[gs.Variable(names(f"{name}_x_{act}"), dtype=storage)],
+                            attrs={"to": ONNX_FLOAT[act]})[0]
+            y = gs.Variable(names(f"{name}_y_{act}"), dtype=storage)
+        else:
+            y = out
+        woq_op.make_gs_node(graph, x, packed, scales, zeros, bias, y, attrs, name)
+        if casts:
+            graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
+                        attrs={"to": ONNX_FLOAT[m.graph_act]})
+        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+                                          act_dtype=act, casts=casts, shared=shared))
+        bar.update(m.node.name)
+    _ensure_opset_import(graph)
+    return graph.cleanup().toposort()
+
+
+def _ensure_opset_import(graph):
+    import onnx
+
+    domains = graph.import_domains
+    if domains is None:
+        graph.import_domains = domains = [onnx.helper.make_opsetid("", graph.opset)]
+    if not any(d.domain == woq_op.DOMAIN for d in domains):
+        domains.append(onnx.helper.make_opsetid(woq_op.DOMAIN, woq_op.OPSET_VERSION))

@@ -1,0 +1,100 @@
+"""Rewrite pass: linear layers -> ``DequantizeLinear`` (opset 21) feeding ``MatMul`` (the Q/DQ format).
+
+The DQ node reads the same quantized values and the same scales as the plugin format, so both formats represent
+identical weights: symmetric -> INT8 / INT4 data ``q = U - 2**(bits-1)`` with no zero point; asymmetric -> UINT8 /
+UINT4 data ``U`` with zero point ``Z``. Per channel: ``axis=1`` and scales [N]; groups: ``axis=0``, ``block_size=G``
+and scales [K/G, N]. Gemm -> MatMul (+ Add of beta * C); MatMul + Add keeps its Add. The DQ output has the graph's
+dtype: in an FP32 graph the scales are float32 holding values rounded to config.act_dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.ir.tensor import LazyValues
+
+from graph_passes.errors import QuantizationError
+from graph_passes.passes._common import NameScope, QuantizeOnce, bias_storage, op_act_dtype, progress_bar, skip_reason_of
+from graph_passes.passes.match import constant_nbytes, find_linear_layers
+from graph_passes.report import QuantReport, Rewritten
+
+QDQ_OPSET = 21
+
+
+def _int_constant(name: str, values: np.ndarray, bits: int, signed: bool) -> gs.Constant:
+    """INT8/UINT8 as a numpy constant; INT4/UINT4 as a raw TensorProto (two values a byte, low nibble first)."""
+    if bits == 8:
+        return gs.Constant(name, values.astype(np.int8 if signed else np.uint8))
+    flat = (values.astype(np.int16).reshape(-1) & 0xF).astype(np.uint8)
+    if flat.size % 2:
+        flat = np.concatenate([flat, np.zeros(1, np.uint8)])
+    raw = (flat[0::2] | (flat[1::2] << 4)).tobytes()
+    proto = onnx.helper.make_tensor(name, onnx.TensorProto.INT4 if signed else onnx.TensorProto.UINT4,
+                                    list(values.shape), raw, raw=True)
+    return gs.Constant(name, LazyValues(proto))
+
+
+def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
+    """Replace every matched weight by a DequantizeLinear of its quantized form; returns ``graph``.
+
+    The caller makes sure the model's default opset is >= 21 (see graph_passes.pipeline).
+    """
+    report = report if report is not None else QuantReport()
+    matches, skips = find_linear_layers(graph, config)
+    for s in skips:
+        report.skip(s.node, s.reason, s.detail)
+    names = NameScope(graph)
+    cache = QuantizeOnce(config)
+    bar = progress_bar(len(matches), config)
+    for m in matches:
+        act, casts = op_act_dtype(m, config)
+        graph_dtype = m.dtype
+        base = m.source_name + ("_T" if m.transpose else "")
+
+        def build(qw, base=base, graph_dtype=graph_dtype, m=m):
+            bits, half = qw.bits, 1 << (qw.bits - 1)
+            per_channel = qw.group_size == -1
+            if qw.zeros is None:
+                data = _int_constant(names(f"{base}_q{bits}"), qw.u.astype(np.int16) - half, bits, signed=True)
+            else:
+                data = _int_constant(names(f"{base}_q{bits}"), qw.u, bits, signed=False)
+            s = qw.scales.reshape(-1) if per_channel else qw.scales
+            scale = gs.Constant(names(f"{base}_q{bits}_scale"), s.astype(graph_dtype))
+            inputs = [data, scale]
+            if qw.zeros is not None:
+                z = qw.zeros.reshape(-1) if per_channel else qw.zeros
+                inputs.append(_int_constant(names(f"{base}_q{bits}_zero_point"), z.astype(np.uint8), bits,
+                                            signed=False))
+            attrs = {"axis": 1} if per_channel else {"axis": 0, "block_size": qw.group_size}
+            w = gs.Variable(names(f"{base}_dq"), dtype=graph_dtype, shape=[qw.k, qw.n])
+            graph.layer(op="DequantizeLinear", name=names(f"{base}_DequantizeLinear"), inputs=inputs, outputs=[w],
+                        attrs=attrs)
+            report.weight_bytes_before += constant_nbytes(m.source)
+            report.weight_bytes_after += (qw.k * qw.n * bits // 8 + s.size * np.dtype(graph_dtype).itemsize
+                                          + (0 if qw.zeros is None else -(-s.size * bits // 8)))
+            return w
+
+        try:
+            w, shared = cache.get(m, act, build)
+        except QuantizationError as exc:
+            report.skip(m.node, *skip_reason_of(exc))
+            bar.update(m.node.name)
+            continue
+        if m.node.op == "MatMul":
+            m.node.inputs[1] = w
+        else:  # Gemm -> MatMul (+ Add)
+            out = m.output
+            m.node.outputs.clear()
+            name = names(m.node.name or "Gemm")
+            if m.bias is None:
+                graph.layer(op="MatMul", name=f"{name}_MatMul", inputs=[m.x, w], outputs=[out])
+            else:
+                mm = gs.Variable(names(f"{name}_matmul_out"), dtype=graph_dtype)
+                graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[mm])
+                b = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, graph_dtype))
+                graph.layer(op="Add", name=names(f"{name}_Add"), inputs=[mm, b], outputs=[out])
+        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+                                          act_dtype=act, casts=False, shared=shared))
+        bar.update(m.node.name)
+    return graph.cleanup().toposort()

@@ -1,0 +1,233 @@
+"""Whole-model jobs: load an ONNX file, run the rewrite pass, save without ever leaving a partial output.
+
+Memory: the model is loaded WITHOUT its external data; each weight is read from disk when it is quantized and freed
+after, so the peak is about the packed weights plus one float weight (plus, for a model stored inside the protobuf,
+the protobuf itself). Initializers that stay as they were are copied from the input's external data at save time.
+Output: external data (``<output>.data`` beside it) when the input used external data or the output would come near
+protobuf's 2 GB limit; otherwise one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+from graph_passes.config import QuantConfig
+from graph_passes.errors import UserError
+from graph_passes.report import QuantReport
+
+EXTERNAL_DATA_THRESHOLD = 1 << 30  # bytes of initializers above which the output uses external data (< 2 GB limit)
+
+
+# ------------------------------------------------------------------------------------------------------------ load
+def load_model(path: str):
+    """(ModelProto without external data loaded, folder of the model, uses_external_data). UserError when unusable."""
+    import onnx
+
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a folder, expected an .onnx file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError, others on garbage
+        raise UserError(f"{path}: not a readable ONNX model (truncated or not ONNX): "
+                        f"{_first_line(exc) or type(exc).__name__}") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
+        raise UserError(f"{path}: not an ONNX model (no graph, IR version or opset); is the file truncated?")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - ValidationError and friends
+        raise UserError(f"{path}: invalid ONNX model (truncated?): {_first_line(exc)}") from None
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    if external:
+        _check_external_files(model, path)
+    return model, os.path.dirname(os.path.abspath(path)), external
+
+
+def _check_external_files(model, path: str) -> None:
+    base = os.path.dirname(os.path.abspath(path))
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location" and not os.path.isfile(os.path.join(base, e.value)):
+                raise UserError(f"{path}: external data file {e.value!r} of tensor {t.name!r} is missing "
+                                f"(expected beside the model in {base})")
+
+
+def _first_line(exc) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def default_output_path(model_path: str, config: QuantConfig) -> str:
+    root, ext = os.path.splitext(model_path)
+    tag = f"int{config.bits}" + ("" if config.group_size == -1 else f"_g{config.group_size}")
+    tag += "_asym" if config.asymmetric else ""
+    return f"{root}.woq_{tag}{'_qdq' if config.format == 'qdq' else ''}{ext or '.onnx'}"
+
+
+# ------------------------------------------------------------------------------------------------------------ save
+def _initializer_bytes(model) -> int:
+    import onnx
+
+    total = 0
+    for t in model.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            total += int({e.key: e.value for e in t.external_data}.get("length", 0))
+        else:
+            total += len(t.raw_data) if t.HasField("raw_data") else t.ByteSize()
+    return total
+
+
+def save_model(model, output_path: str, source_dir: str, external: bool) -> None:
+    """Write ``model`` atomically: into a temporary folder beside ``output_path``, then rename into place.
+
+    Initializers still referring to the input's external data are loaded from ``source_dir`` first.
+    """
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
+
+    out_dir = os.path.dirname(os.path.abspath(output_path)) or "."
+    if not os.path.isdir(out_dir):
+        raise UserError(f"{output_path}: output folder {out_dir} does not exist")
+    if not os.access(out_dir, os.W_OK):
+        raise UserError(f"{output_path}: output folder {out_dir} is not writable")
+    for t in model.graph.initializer:
+        if uses_external_data(t):
+            load_external_data_for_tensor(t, source_dir)
+            t.data_location = onnx.TensorProto.DEFAULT
+            del t.external_data[:]
+    data_name = os.path.basename(output_path) + ".data"
+    try:
+        tmp = tempfile.mkdtemp(prefix=".trt-woq-", dir=out_dir)
+    except OSError as exc:
+        raise UserError(f"{output_path}: cannot write in {out_dir}: {exc.strerror}") from None
+    try:
+        tmp_model = os.path.join(tmp, os.path.basename(output_path))
+        try:
+            if external:
+                onnx.save_model(model, tmp_model, save_as_external_data=True, all_tensors_to_one_file=True,
+                                location=data_name, size_threshold=1024)
+            else:
+                onnx.save_model(model, tmp_model)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{output_path}: cannot write the model: {_first_line(exc)}") from None
+        if external:
+            os.replace(os.path.join(tmp, data_name), os.path.join(out_dir, data_name))
+        elif os.path.exists(os.path.join(out_dir, data_name)):
+            pass  # an older external-data file of another run stays: it belongs to nobody we know of
+        os.replace(tmp_model, output_path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -------------------------------------------------------------------------------------------------------- the jobs
+def _prepare_opset(model, config: QuantConfig):
+    """The Q/DQ format needs default-domain opset >= 21 (block_size, INT4): convert older models."""
+    if config.format != "qdq":
+        return model
+    import onnx
+
+    from graph_passes.passes import QDQ_OPSET
+
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if current >= QDQ_OPSET:
+        return model
+    try:
+        return onnx.version_converter.convert_version(model, QDQ_OPSET)
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
+                        f"failed: {_first_line(exc)}") from None
+
+
+def run_passes(model, config: QuantConfig, report: QuantReport):
+    """ModelProto -> ModelProto with the configured pass applied (gs round trip)."""
+    import onnx_graphsurgeon as gs
+
+    from graph_passes.passes import get_pass
+
+    model = _prepare_opset(model, config)
+    graph = gs.import_onnx(model)
+    get_pass(config.format)(graph, config, report)
+    out = gs.export_onnx(graph, do_type_check=False)
+    out.ir_version = max(model.ir_version, 10 if config.format == "qdq" else model.ir_version)
+    for prop in model.metadata_props:
+        out.metadata_props.add().CopyFrom(prop)
+    return out
+
+
+def quantize_model(model_path: str, output_path: str | None, config: QuantConfig, *, force: bool = False,
+                   report_path: str | None = None) -> QuantReport:
+    """Quantize the ONNX file ``model_path`` into ``output_path``; the input is never modified."""
+    output_path = output_path or default_output_path(model_path, config)
+    if os.path.exists(output_path) and not force:
+        raise UserError(f"{output_path}: already exists; pass --force to overwrite it")
+    if os.path.abspath(output_path) == os.path.abspath(model_path):
+        raise UserError(f"{output_path}: is the input model; choose another output path")
+    if report_path and os.path.exists(report_path) and not force:
+        raise UserError(f"{report_path}: already exists; pass --force to overwrite it")
+    model, base_dir, external = load_model(model_path)
+    config.external_data_dir = base_dir
+    report = QuantReport(model=model_path, output=output_path, config=_config_dict(config))
+    report.model_bytes_before = _initializer_bytes(model)
+    out = run_passes(model, config, report)
+    del model
+    if not report.rewritten:
+        why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul or Gemm node"
+        raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
+    report.model_bytes_after = _initializer_bytes(out)
+    report.external_data = external or report.model_bytes_after >= EXTERNAL_DATA_THRESHOLD
+    save_model(out, output_path, base_dir, report.external_data)
+    if report_path:
+        write_text_atomic(report_path, report.to_json() + "\n")
+    return report
+
+
+def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
+    """What :func:`quantize_model` would rewrite and what it would skip, without loading weight values."""
+    import onnx_graphsurgeon as gs
+
+    from graph_passes.passes.match import find_linear_layers
+
+    model, base_dir, _ = load_model(model_path)
+    config.external_data_dir = base_dir
+    report = QuantReport(model=model_path, config=_config_dict(config))
+    report.model_bytes_before = _initializer_bytes(model)
+    graph = gs.import_onnx(model)
+    matches, skips = find_linear_layers(graph, config)
+    from graph_passes.passes._common import op_act_dtype
+    from graph_passes.report import Rewritten
+
+    seen = set()
+    for m in matches:
+        act, casts = op_act_dtype(m, config)
+        key = m.key(act)
+        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+                                          act_dtype=act, casts=casts, shared=key in seen))
+        seen.add(key)
+    for s in skips:
+        report.skip(s.node, s.reason, s.detail)
+    return report
+
+
+def _config_dict(config: QuantConfig) -> dict:
+    return {"bits": config.bits, "group_size": config.group_size, "asymmetric": config.asymmetric,
+            "format": config.format, "act_dtype": config.act_dtype, "include": list(config.include),
+            "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout}
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    out_dir = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".trt-woq-", dir=out_dir)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write in {out_dir}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

@@ -1,0 +1,93 @@
+"""QuantReport: what the passes rewrote and skipped (with reasons); printed as a summary, written as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Rewritten:
+    node: str
+    pattern: str        # MatMul, MatMul+Add, Gemm
+    weight: str         # initializer the weight came from
+    k: int
+    n: int
+    act_dtype: str      # fp16 / bf16 / fp32
+    casts: bool         # Casts inserted around the op (FP32 graph)
+    shared: bool        # packed weight reused from an earlier node
+
+
+@dataclass
+class Skipped:
+    node: str
+    op: str
+    reason: str         # short, groupable reason
+    detail: str = ""    # node-specific numbers
+
+
+@dataclass
+class QuantReport:
+    model: str = ""
+    output: str = ""
+    config: dict = field(default_factory=dict)
+    rewritten: list[Rewritten] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    weight_bytes_before: int = 0   # float weights of the rewritten nodes (each shared weight counted once)
+    weight_bytes_after: int = 0    # packed weights + scales + zeros replacing them
+    model_bytes_before: int = 0    # all initializers of the input model
+    model_bytes_after: int = 0     # all initializers of the output model
+    external_data: bool = False
+
+    def skip(self, node, reason: str, detail: str = "") -> None:
+        self.skipped.append(Skipped(node=node.name, op=node.op, reason=reason, detail=detail))
+
+    def skip_groups(self) -> "OrderedDict[str, list[Skipped]]":
+        groups: OrderedDict[str, list[Skipped]] = OrderedDict()
+        for s in self.skipped:
+            groups.setdefault(s.reason, []).append(s)
+        return groups
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["summary"] = {"rewritten": len(self.rewritten), "skipped": len(self.skipped),
+                        "skipped_by_reason": {r: len(v) for r, v in self.skip_groups().items()}}
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def format(self, max_names: int = 4) -> str:
+        """A one-screen summary."""
+        lines = []
+        if self.model:
+            lines.append(f"model:     {self.model}" + (f" -> {self.output}" if self.output else ""))
+        if self.config:
+            c = self.config
+            g = "per-channel" if c.get("group_size") == -1 else f"g{c.get('group_size')}"
+            lines.append(f"options:   INT{c.get('bits')} {g} {'asymmetric' if c.get('asymmetric') else 'symmetric'} "
+                         f"format={c.get('format')} act_dtype={c.get('act_dtype')}")
+        patterns: OrderedDict[str, int] = OrderedDict()
+        for r in self.rewritten:
+            patterns[r.pattern] = patterns.get(r.pattern, 0) + 1
+        shared = sum(r.shared for r in self.rewritten)
+        detail = ", ".join(f"{v} {k}" for k, v in patterns.items())
+        lines.append(f"rewritten: {len(self.rewritten)} node(s)" + (f" ({detail})" if detail else "")
+                     + (f", {shared} reusing a shared packed weight" if shared else ""))
+        lines.append(f"skipped:   {len(self.skipped)} node(s)")
+        for reason, items in self.skip_groups().items():
+            names = ", ".join(s.node for s in items[:max_names]) + (", ..." if len(items) > max_names else "")
+            lines.append(f"  {len(items):5d} x {reason}: {names}")
+        if self.weight_bytes_before:
+            ratio = self.weight_bytes_before / max(1, self.weight_bytes_after)
+            lines.append(f"weights:   {_mb(self.weight_bytes_before)} -> {_mb(self.weight_bytes_after)} "
+                         f"({ratio:.2f}x smaller) in the rewritten nodes")
+        if self.model_bytes_before:
+            lines.append(f"model:     {_mb(self.model_bytes_before)} -> {_mb(self.model_bytes_after)} of initializers"
+                         + (" (external data)" if self.external_data else ""))
+        return "\n".join(lines)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"

@@ -1,0 +1,100 @@
+"""Small ONNX fixture models for the graph-pass tests, built with onnx.helper (random weights, fresh each call)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+FLOAT = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
+
+
+def weight(rng, k, n, dtype=np.float32, scale=0.05):
+    """Realistic-looking weights: gaussian with a few outlier input channels; never all zeros."""
+    w = rng.standard_normal((k, n)) * scale
+    w[rng.integers(0, k, 2)] *= 6.0
+    return w.astype(dtype)
+
+
+def make_model(nodes, inputs, outputs, initializers, opset=17):
+    graph = helper.make_graph(nodes, "fixture", inputs, outputs, initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8 if opset < 21 else 10
+    onnx.checker.check_model(model)
+    return model
+
+
+def mlp(rng, dtype=np.float32, k=128, hidden=256, opset=17, rank=3):
+    """X[B, S, K] -> MatMul(W1) + Add(b1) -> Relu -> MatMul(W2) -> Y[B, S, K]; dims B, S dynamic."""
+    et = FLOAT[np.dtype(dtype)]
+    dims = ["B", "S", k][-rank:] if rank <= 3 else ["A"] * (rank - 3) + ["B", "S", k]
+    out_dims = dims[:-1] + [k]
+    inits = [numpy_helper.from_array(weight(rng, k, hidden, dtype), "w1"),
+             numpy_helper.from_array((rng.standard_normal(hidden) * 0.1).astype(dtype), "b1"),
+             numpy_helper.from_array(weight(rng, hidden, k, dtype), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+             helper.make_node("Add", ["h0", "b1"], ["h1"], name="fc1_bias"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="act"),
+             helper.make_node("MatMul", ["h2", "w2"], ["y"], name="fc2")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", et, dims)],
+                      [helper.make_tensor_value_info("y", et, out_dims)], inits, opset)
+
+
+def gemm(rng, k=128, n=256, alpha=0.5, beta=2.0, trans_b=1, with_c=True, opset=17, c_shape=None):
+    """X[B, K] -> Gemm(W, C, alpha, beta, transB) -> Y[B, N]."""
+    w = weight(rng, k, n)
+    b = w.T.copy() if trans_b else w
+    inits = [numpy_helper.from_array(b, "w")]
+    ins = ["x", "w"]
+    if with_c:
+        c = (rng.standard_normal(c_shape or (n,)) * 0.1).astype(np.float32)
+        inits.append(numpy_helper.from_array(c, "c"))
+        ins.append("c")
+    node = helper.make_node("Gemm", ins, ["y"], name="gemm", alpha=alpha, beta=beta, transB=trans_b)
+    return make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", k])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", n])], inits, opset)
+
+
+def cast_transpose(rng, k=128, n=64, opset=17):
+    """fp16 graph: y = x @ Cast(W32 -> fp16) and z = x @ Transpose(Wt16) (weights behind Cast / Transpose)."""
+    inits = [numpy_helper.from_array(weight(rng, k, n, np.float32), "w32"),
+             numpy_helper.from_array(weight(rng, k, n, np.float16).T.copy(), "wt")]
+    nodes = [helper.make_node("Cast", ["w32"], ["w16"], name="cast_w", to=TensorProto.FLOAT16),
+             helper.make_node("MatMul", ["x", "w16"], ["y"], name="mm_cast"),
+             helper.make_node("Transpose", ["wt"], ["wtt"], name="transpose_w", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wtt"], ["z"], name="mm_transpose")]
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", TensorProto.FLOAT16, ["B", "S", k])],
+                      [vi("y", TensorProto.FLOAT16, ["B", "S", n]), vi("z", TensorProto.FLOAT16, ["B", "S", n])],
+                      inits, opset)
+
+
+def shared(rng, k=128, n=128, opset=17):
+    """Two MatMuls (one with a bias Add) using the same weight initializer."""
+    inits = [numpy_helper.from_array(weight(rng, k, n), "w"),
+             numpy_helper.from_array((rng.standard_normal(n) * 0.1).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm_a"),
+             helper.make_node("MatMul", ["a", "w"], ["b0"], name="mm_b"),
+             helper.make_node("Add", ["b0", "b"], ["y"], name="mm_b_bias")]
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", k])], [vi("y", TensorProto.FLOAT, ["B", n])], inits,
+                      opset)
+
+
+def mixed(rng, opset=17, nan=False):
+    """One quantizable MatMul plus nodes to skip: K=96 (not a multiple of 64), a non-constant weight, NaN weight."""
+    w_ok = weight(rng, 128, 64)
+    w_bad_k = weight(rng, 96, 64)
+    w_nan = weight(rng, 64, 128)
+    w_nan[3, 5] = np.nan if nan else w_nan[3, 5]
+    inits = [numpy_helper.from_array(w_ok, "w_ok"), numpy_helper.from_array(w_bad_k, "w_bad_k"),
+             numpy_helper.from_array(w_nan, "w_nan")]
+    nodes = [helper.make_node("MatMul", ["x", "w_ok"], ["a"], name="good"),
+             helper.make_node("MatMul", ["x96", "w_bad_k"], ["b"], name="bad_k"),
+             helper.make_node("Transpose", ["a"], ["at"], name="t", perm=[1, 0]),
+             helper.make_node("MatMul", ["a", "at"], ["c"], name="dynamic"),
+             helper.make_node("MatMul", ["a", "w_nan"], ["d"], name="nan_node")]
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128]), vi("x96", TensorProto.FLOAT, ["B", 96])],
+                      [vi("b", TensorProto.FLOAT, ["B", 64]), vi("c", TensorProto.FLOAT, ["B", "B"]),
+                       vi("d", TensorProto.FLOAT, ["B", 128])], inits, opset)
