@@ -34,6 +34,8 @@ struct Candidate {
 /* Families. */
 extern const Candidate kGemvCandidates[];
 extern const int kGemvCandidateCount;
+extern const Candidate kGemmCandidates[];  // src/gemm/gemm_candidates.cu (M > 16)
+extern const int kGemmCandidateCount;
 
 /* Records a failed CUDA call for trt_woq_last_cuda_error() and returns TRT_WOQ_ERR_CUDA. */
 trt_woq_status record_cuda_error(cudaError_t err);

@@ -24,6 +24,7 @@ struct Family {
 /* One line per family; the order fixes candidate ids. */
 const Family kFamilies[] = {
     {kGemvCandidates, &kGemvCandidateCount},
+    {kGemmCandidates, &kGemmCandidateCount},
 };
 
 thread_local char g_last_cuda_error[96] = "";

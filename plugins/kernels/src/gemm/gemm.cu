@@ -42,8 +42,10 @@ constexpr int kTargetCtas = 264;
 constexpr int kMinKTilesPerSplit = 4;
 
 thread_local char g_last_cuda_error[64] = "";
+thread_local cudaError_t g_last_cuda_code = cudaSuccess;
 
 trt_woq_status cuda_fail(cudaError_t e) {
+    g_last_cuda_code = e;
     std::snprintf(g_last_cuda_error, sizeof(g_last_cuda_error), "%s", cudaGetErrorName(e));
     return TRT_WOQ_ERR_CUDA;
 }
@@ -100,6 +102,8 @@ trt_woq_status check_problem(const trt_woq_linear_params* p) {
     return TRT_WOQ_OK;
 }
 
+}  // namespace
+
 trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (id < 0 || id >= kNumCandidates) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     const trt_woq_status st = check_problem(p);
@@ -110,6 +114,8 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (id % 2 == 1 && make_plan(id, *p).split < 2) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
     return TRT_WOQ_OK;
 }
+
+namespace {
 
 size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
@@ -167,6 +173,66 @@ trt_woq_status launch_reduce(const trt_woq_linear_params& p, int split, cudaStre
 bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
 
 }  // namespace
+
+size_t workspace(int id, const trt_woq_linear_params* p, int sm) {
+    if (supports(id, p, sm) != TRT_WOQ_OK) return 0;
+    return workspace_bytes(id, *p);
+}
+
+int heuristic(const trt_woq_linear_params* params, int sm) {
+    if (check_problem(params) != TRT_WOQ_OK || sm < 80) return -1;
+    // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
+    // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
+    const int64_t m = params->m;
+    int tile = m <= 32 ? 3 : (m <= 256 ? 2 : 0);
+    if (tile == 0 && supports(0, params, sm) != TRT_WOQ_OK) tile = 1;  // 4 stages do not fit (SM86/SM89 INT8)
+    if (tile == 2 && m > 128) {
+        // Prefer 128-row tiles when they still give at least a wave of CTAs.
+        const int64_t tiles128 = int64_t(ceil_div(m, 128)) * ceil_div(params->n, 128);
+        if (tiles128 >= 132) tile = supports(0, params, sm) == TRT_WOQ_OK ? 0 : 1;
+    }
+    const int split_id = 2 * tile + 1;
+    if (supports(split_id, params, sm) == TRT_WOQ_OK) return split_id;
+    return supports(2 * tile, params, sm) == TRT_WOQ_OK ? 2 * tile : -1;
+}
+
+trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
+    if (!aligned(p->scales, 4) || !aligned(p->output, 4) || (p->zeros && !aligned(p->zeros, 4)) ||
+        (p->bias && !aligned(p->bias, 2)))
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    const Plan plan = make_plan(id, *p);
+    const size_t ws = workspace_bytes(id, *p);
+    if (ws > 0 && (p->workspace == nullptr || p->workspace_size < ws || !aligned(p->workspace, 8)))
+        return TRT_WOQ_ERR_WORKSPACE;
+
+    GemmArgs args;
+    args.a = p->activation;
+    args.b = static_cast<const int32_t*>(p->packed_weight);
+    args.scales = p->scales;
+    args.zeros = p->zeros;
+    args.bias = p->bias;
+    args.c = p->output;
+    args.partials = plan.split > 1 ? static_cast<float*>(p->workspace) : nullptr;
+    args.m = static_cast<int>(p->m);
+    args.n = static_cast<int>(p->n);
+    args.k = static_cast<int>(p->k);
+    args.group = p->group_size == -1 ? static_cast<int>(p->k) : p->group_size;
+    args.k_tiles_per_split = plan.k_tiles_per_split;
+
+    trt_woq_status r;
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
+    if (p->bits == 4)
+        r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan.tile, args, plan.split, s)
+                 : launch_bits_type<4, half>(plan.tile, args, plan.split, s);
+    else
+        r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan.tile, args, plan.split, s)
+                 : launch_bits_type<8, half>(plan.tile, args, plan.split, s);
+    if (r != TRT_WOQ_OK || plan.split < 2) return r;
+    return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
+}
+
+cudaError_t last_cuda_error_code() { return g_last_cuda_code; }
+
 }  // namespace gemm
 }  // namespace trt_woq
 
@@ -192,22 +258,7 @@ size_t trt_woq_gemm_workspace_size(int32_t id, const trt_woq_linear_params* para
     return workspace_bytes(id, *params);
 }
 
-int32_t trt_woq_gemm_dispatch(const trt_woq_linear_params* params, int32_t sm) {
-    if (check_problem(params) != TRT_WOQ_OK || sm < 80) return -1;
-    // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
-    // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
-    const int64_t m = params->m;
-    int tile = m <= 32 ? 3 : (m <= 256 ? 2 : 0);
-    if (tile == 0 && supports(0, params, sm) != TRT_WOQ_OK) tile = 1;  // 4 stages do not fit (SM86/SM89 INT8)
-    if (tile == 2 && m > 128) {
-        // Prefer 128-row tiles when they still give at least a wave of CTAs.
-        const int64_t tiles128 = int64_t(ceil_div(m, 128)) * ceil_div(params->n, 128);
-        if (tiles128 >= 132) tile = supports(0, params, sm) == TRT_WOQ_OK ? 0 : 1;
-    }
-    const int split_id = 2 * tile + 1;
-    if (supports(split_id, params, sm) == TRT_WOQ_OK) return split_id;
-    return supports(2 * tile, params, sm) == TRT_WOQ_OK ? 2 * tile : -1;
-}
+int32_t trt_woq_gemm_dispatch(const trt_woq_linear_params* params, int32_t sm) { return heuristic(params, sm); }
 
 trt_woq_status trt_woq_gemm_run(int32_t id, const trt_woq_linear_params* p, void* stream) {
     if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
@@ -217,44 +268,13 @@ trt_woq_status trt_woq_gemm_run(int32_t id, const trt_woq_linear_params* p, void
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (e != cudaSuccess) return cuda_fail(e);
     const int sm = 10 * major + minor;
-    if (id == TRT_WOQ_CANDIDATE_AUTO) id = trt_woq_gemm_dispatch(p, sm);
+    if (id == TRT_WOQ_CANDIDATE_AUTO) id = heuristic(p, sm);
     if (id == -1) return check_problem(p) != TRT_WOQ_OK ? check_problem(p) : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     const trt_woq_status st = supports(id, p, sm);
     if (st != TRT_WOQ_OK) return st;
     if (!p->activation || !p->packed_weight || !p->scales || !p->output) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (!aligned(p->activation, 16) || !aligned(p->packed_weight, 16) || !aligned(p->scales, 4) ||
-        !aligned(p->output, 4) || (p->zeros && !aligned(p->zeros, 4)) || (p->bias && !aligned(p->bias, 2)))
-        return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    const Plan plan = make_plan(id, *p);
-    const size_t ws = workspace_bytes(id, *p);
-    if (ws > 0 && (p->workspace == nullptr || p->workspace_size < ws || !aligned(p->workspace, 8)))
-        return TRT_WOQ_ERR_WORKSPACE;
-
-    GemmArgs args;
-    args.a = p->activation;
-    args.b = static_cast<const int32_t*>(p->packed_weight);
-    args.scales = p->scales;
-    args.zeros = p->zeros;
-    args.bias = p->bias;
-    args.c = p->output;
-    args.partials = plan.split > 1 ? static_cast<float*>(p->workspace) : nullptr;
-    args.m = static_cast<int>(p->m);
-    args.n = static_cast<int>(p->n);
-    args.k = static_cast<int>(p->k);
-    args.group = p->group_size == -1 ? static_cast<int>(p->k) : p->group_size;
-    args.k_tiles_per_split = plan.k_tiles_per_split;
-
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
-    trt_woq_status r;
-    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if (p->bits == 4)
-        r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan.tile, args, plan.split, s)
-                 : launch_bits_type<4, half>(plan.tile, args, plan.split, s);
-    else
-        r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan.tile, args, plan.split, s)
-                 : launch_bits_type<8, half>(plan.tile, args, plan.split, s);
-    if (r != TRT_WOQ_OK || plan.split < 2) return r;
-    return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
+    if (!aligned(p->activation, 16) || !aligned(p->packed_weight, 16)) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    return launch(id, p, static_cast<cudaStream_t>(stream));
 }
 
 const char* trt_woq_gemm_last_cuda_error(void) { return g_last_cuda_error; }

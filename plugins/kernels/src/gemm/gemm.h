@@ -29,6 +29,20 @@ const char* trt_woq_gemm_last_cuda_error(void);
 
 #ifdef __cplusplus
 }
+
+#include <cuda_runtime_api.h>
+
+/* The same, for the library's candidate registry (gemm_candidates.cu): no device query, pointers checked by the
+ * caller except the GEMM's own alignment needs. */
+namespace trt_woq {
+namespace gemm {
+trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm);
+size_t workspace(int id, const trt_woq_linear_params* p, int sm);
+int heuristic(const trt_woq_linear_params* p, int sm);
+trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t stream);
+cudaError_t last_cuda_error_code();
+}  // namespace gemm
+}  // namespace trt_woq
 #endif
 
 #endif /* TRT_WOQ_GEMM_H */

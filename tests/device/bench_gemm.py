@@ -1,0 +1,126 @@
+"""GEMM benchmark (issue 4): every GEMM candidate and the dispatch's choice against cuBLAS FP16 (torch.matmul) on the
+LLM shapes, M in {1, 4, 16, 64, 256, 1024, 4096}. CUDA-graph replays of 20 launches over rotating buffers (more
+than 200 MB per operand, so the weights come from HBM, not L2), median of 7 replays.
+
+    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/bench_gemm.py [--quick] [--one M,K,N,cand]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+
+from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402
+
+SHAPES = [(4096, 28672), (14336, 4096), (8192, 57344)]  # (K, N)
+MS = [1, 4, 16, 64, 256, 1024, 4096]
+LAUNCHES = 20
+ROTATE_BYTES = 200 << 20
+
+
+def time_graph(launch_list) -> float:
+    """Seconds per launch: graph of LAUNCHES calls cycling over launch_list, median of 7 replays."""
+    for f in launch_list:
+        f()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(LAUNCHES):
+            launch_list[i % len(launch_list)]()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(7):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3 / LAUNCHES)
+    return statistics.median(times)
+
+
+def copies(nbytes: int) -> int:
+    return max(1, min(8, -(-ROTATE_BYTES // max(nbytes, 1))))
+
+
+def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.float16, only=None):
+    rng = np.random.default_rng()
+    rows = []
+    wbytes = k * n * bits // 8
+    nw = copies(wbytes)
+    weights = [make_problem(max(ms), n, k, bits, group, dtype, False, False, rng, random_words=True)
+               for _ in range(nw)]
+    w16 = [torch.randn(k, n, device="cuda", dtype=dtype) * 0.02 for _ in range(copies(2 * k * n))]
+    for m in ms:
+        flops = 2.0 * m * n * k
+        xs = [torch.randn(m, k, device="cuda", dtype=dtype) for _ in range(copies(2 * m * k))]
+        outs = [torch.empty(m, n, device="cuda", dtype=dtype) for _ in range(2)]
+        nl = max(len(xs), len(w16))
+        t_cublas = time_graph([lambda i=i: torch.matmul(xs[i % len(xs)], w16[i % len(w16)], out=outs[i % 2])
+                               for i in range(nl)])
+        probs = [with_m(w, m) for w in weights]
+        for i, p in enumerate(probs):
+            p.x = xs[i % len(xs)]
+        prm0 = probs[0].params(outs[0])
+        cands = [c for c in range(g.count()) if g.supports(c, prm0) == OK]
+        auto = g.dispatch(prm0)
+        res = {}
+        for c in cands if only is None else [only]:
+            ws_bytes = g.workspace(c, prm0)
+            ws = torch.empty(max(ws_bytes, 4) // 4, device="cuda", dtype=torch.float32)
+            prms = [p.params(outs[i % 2], ws if ws_bytes else None) for i, p in enumerate(probs)]
+            st = g.run(c, prms[0])
+            if st != OK:
+                raise RuntimeError(f"{g.name(c)} M={m} K={k} N={n}: status {st} {g.cuda_error()}")
+            res[c] = time_graph([lambda q=q, c=c: g.run(c, q) for q in prms])
+        best = min(res, key=res.get)
+        row = dict(m=m, k=k, n=n, cublas_us=t_cublas * 1e6, cublas_tflops=flops / t_cublas / 1e12,
+                   best=g.name(best), best_us=res[best] * 1e6, auto=g.name(auto) if auto >= 0 else "-",
+                   auto_us=res[auto] * 1e6 if auto in res else float("nan"),
+                   all={g.name(c): round(t * 1e6, 1) for c, t in res.items()})
+        row["auto_tflops"] = flops / (row["auto_us"] * 1e-6) / 1e12
+        row["ratio"] = row["cublas_us"] / row["auto_us"]
+        rows.append(row)
+        print(f"K={k:6d} N={n:6d} M={m:5d} | cuBLAS fp16 {row['cublas_us']:9.1f} us {row['cublas_tflops']:6.1f} TF/s"
+              f" | auto {row['auto']:32s} {row['auto_us']:9.1f} us {row['auto_tflops']:6.1f} TF/s"
+              f" x{row['ratio']:.2f} | best {row['best']} {row['best_us']:.1f} us", flush=True)
+        print("    all:", row["all"], flush=True)
+        del xs, outs, probs
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="only M = 64, 256, 1024, 4096")
+    ap.add_argument("--one", help="M,K,N,candidate: time one kernel (for ncu)")
+    ap.add_argument("--bits", type=int, default=4)
+    args = ap.parse_args()
+    g = Gemm()
+    print(f"device {torch.cuda.get_device_name()} sm {g.sm}; INT{args.bits} g128 FP16 weights vs cuBLAS FP16")
+    if args.one:
+        m, k, n, c = (int(v) for v in args.one.split(","))
+        bench_shape(g, k, n, [m], bits=args.bits, only=c)
+        return 0
+    # Context: the device-to-device copy bandwidth in this run.
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time_graph([lambda: dst.copy_(src)])
+    print(f"d2d copy: {2 * src.numel() / t / 1e12:.2f} TB/s (read + write)")
+    del src, dst
+    ms = MS if not args.quick else [64, 256, 1024, 4096]
+    for k, n in SHAPES:
+        bench_shape(g, k, n, ms, bits=args.bits)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Device test of the mma.sync GEMM (issue 4): every candidate on every problem it supports, against a float64
+reference computed on the GPU, outputs poisoned with NaN before each run, plus the dispatch for all M and the refusal
+of bad shapes. Prints one line per failure and a closing PASSED / FAILED line; exit status 1 on any failure.
+
+    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+
+from gemm_lib import (INVALID_ARGUMENT, OK, UNSUPPORTED_SHAPE, WORKSPACE, Gemm, Problem,  # noqa: E402
+                      dequant64, make_problem, reference, with_m)
+
+# Relative Frobenius error and max error relative to max |Y|: one rounding of W to the activation type and one of Y
+# (2^-11 FP16, 2^-8 BF16) bound both with room; a layout or pipeline bug gives errors of order 1.
+TOL = {torch.float16: (2e-3, 6e-3), torch.bfloat16: (1.5e-2, 4e-2)}
+FAILURES: list[str] = []
+COUNT = {"runs": 0}
+
+
+def fail(msg: str) -> None:
+    FAILURES.append(msg)
+    print("FAIL", msg, flush=True)
+
+
+def check(g: Gemm, pr: Problem, cand: int, rows: torch.Tensor | None = None, ref: torch.Tensor | None = None,
+          tag: str = "") -> None:
+    out = torch.full((pr.m, pr.n), float("nan"), dtype=pr.dtype, device="cuda")  # poison
+    prm = pr.params(out)
+    ws_bytes = g.workspace(cand, prm)
+    ws = None
+    if ws_bytes:
+        ws = torch.full((ws_bytes // 4,), float("nan"), dtype=torch.float32, device="cuda")
+        prm = pr.params(out, ws)
+    st = g.run(cand, prm)
+    torch.cuda.synchronize()
+    COUNT["runs"] += 1
+    name = "auto" if cand == -1 else g.name(cand)
+    if st != OK:
+        fail(f"{tag}{name} {pr.label()}: status {st} {g.cuda_error()}")
+        return
+    if ref is None:
+        ref = reference(pr, rows)
+    y = (out if rows is None else out[rows]).double()
+    if not torch.isfinite(y).all():
+        fail(f"{tag}{name} {pr.label()}: {int((~torch.isfinite(y)).sum())} non-finite outputs (unwritten or NaN)")
+        return
+    rel = float(torch.linalg.norm(y - ref) / torch.linalg.norm(ref))
+    mx = float((y - ref).abs().max() / ref.abs().max())
+    tol_rel, tol_max = TOL[pr.dtype]
+    if rel > tol_rel or mx > tol_max:
+        fail(f"{tag}{name} {pr.label()}: rel err {rel:.2e} (tol {tol_rel}), max err {mx:.2e} (tol {tol_max})")
+
+
+def candidates_for(g: Gemm, pr: Problem) -> list[int]:
+    prm = pr.params(None)
+    return [i for i in range(g.count()) if g.supports(i, prm) == OK]
+
+
+def sample_rows(m: int) -> torch.Tensor | None:
+    if m <= 512:
+        return None
+    idx = set(range(0, 16)) | set(range(m - 33, m)) | set(np.random.default_rng().choice(m, 64, replace=False).tolist())
+    return torch.tensor(sorted(idx), device="cuda")
+
+
+def main() -> int:
+    g = Gemm()
+    rng = np.random.default_rng()  # fresh inputs every run
+    print(f"sm {g.sm}, {g.count()} GEMM candidates: {[g.name(i) for i in range(g.count())]}", flush=True)
+    t0 = time.time()
+
+    # 1. Every option on an odd shape (N not a multiple of the tile, M tail, two groups per K tile for g32).
+    for bits, dtype, group, zeros, bias in itertools.product((4, 8), (torch.float16, torch.bfloat16),
+                                                             (-1, 32, 64, 128, 256), (False, True), (False, True)):
+        pr = make_problem(127, 264 if bits == 4 else 262, 768, bits, group, dtype, zeros, bias, rng)
+        ref = reference(pr)
+        cands = candidates_for(g, pr)
+        if not cands:
+            fail(f"no candidate supports {pr.label()}")
+        for c in cands:
+            check(g, pr, c, ref=ref, tag="options: ")
+    print(f"options sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)
+
+    # 2. The issue's M values on LLM and odd shapes; every supported candidate (split-K where it splits).
+    shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324)]  # (K, N)
+    configs = [(4, torch.float16, 128, False, False), (8, torch.bfloat16, -1, True, True),
+               (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True)]
+    for (k, n), (bits, dtype, group, zeros, bias) in itertools.product(shapes, configs):
+        if n % (2 if bits == 8 else 4) or (group != -1 and k % group):
+            continue
+        base = make_problem(4096, n, k, bits, group, dtype, zeros, bias, rng)
+        w64 = dequant64(base)
+        for m in (17, 32, 64, 127, 128, 512, 2048, 4096):
+            if m * k * n > 4096 * 4096 * 4096 and (bits, dtype) != (4, torch.float16):
+                continue  # the largest problems once, in the main configuration
+            pr = with_m(base, m)
+            rows = sample_rows(m)
+            ref = reference(pr, rows, w64)
+            for c in candidates_for(g, pr) + [-1]:
+                check(g, pr, c, rows=rows, ref=ref, tag="shapes: ")
+        del base, w64
+    print(f"shape sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)
+
+    # 3. The dispatch for every M from 17 to 320 and a few large ones gives the reference's result.
+    for bits, dtype in ((4, torch.float16), (8, torch.bfloat16)):
+        base = make_problem(4096, 520, 1024, bits, 128, dtype, True, True, rng)
+        full_ref = reference(base)
+        picks = {}
+        for m in list(range(17, 321)) + [511, 1000, 1024, 2047, 4096]:
+            pr = with_m(base, m)
+            c = g.dispatch(pr.params(None))
+            picks.setdefault(g.name(c) if c >= 0 else "none", []).append(m)
+            check(g, pr, -1, ref=full_ref[:m], tag="dispatch: ")
+        print(f"dispatch int{bits}: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
+              flush=True)
+
+    # 4. Refusals: shapes the layout cannot take, misaligned pointers, missing workspace.
+    pr = make_problem(64, 512, 512, 4, 128, torch.float16, False, False, rng)
+    out = torch.empty(64, 512, dtype=torch.float16, device="cuda")
+    for field, value, want in (("k", 96, UNSUPPORTED_SHAPE), ("n", 510, UNSUPPORTED_SHAPE),
+                               ("group_size", 96, UNSUPPORTED_SHAPE), ("layout_version", 2, UNSUPPORTED_SHAPE),
+                               ("bits", 3, INVALID_ARGUMENT), ("m", 0, INVALID_ARGUMENT)):
+        prm = pr.params(out)
+        setattr(prm, field, value)
+        for c in range(g.count()):
+            st = g.supports(c, prm)
+            if st != want:
+                fail(f"refusal: {g.name(c)} with {field}={value}: supports() gave {st}, expected {want}")
+            st = g.run(c, prm)
+            if st != want:
+                fail(f"refusal: {g.name(c)} with {field}={value}: run() gave {st}, expected {want}")
+    prm = pr.params(out)
+    prm.activation += 2  # not 16-byte aligned
+    for c in candidates_for(g, pr):
+        if g.run(c, prm) != INVALID_ARGUMENT:
+            fail(f"refusal: {g.name(c)} ran with a misaligned activation pointer")
+    big = make_problem(64, 512, 8192, 4, 128, torch.float16, False, False, rng, random_words=True)
+    prm = big.params(out)
+    for c in candidates_for(g, big):
+        if g.workspace(c, prm) and g.run(c, prm) != WORKSPACE:
+            fail(f"refusal: {g.name(c)} ran without its workspace")
+    torch.cuda.synchronize()
+
+    print(f"{COUNT['runs']} checked runs in {time.time() - t0:.0f}s, {len(FAILURES)} failures")
+    print("PASSED" if not FAILURES else "FAILED")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""ctypes access to the GEMM's C entry points (plugins/kernels/src/gemm/gemm.h) and a problem generator shared by the
+GEMM's device test and benchmark. Needs torch with CUDA; imported only on the GPU machine.
+
+The library is ``$TRT_WOQ_GEMM_LIB`` (a .so exporting ``trt_woq_gemm_*``: the kernels library, or the GEMM built
+alone by tests/device/run_gemm.sh).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# Only the packer is needed: register graph_passes as a bare namespace so that its __init__ (the ONNX passes and
+# their imports) is not run on the GPU machine.
+if "graph_passes" not in sys.modules:
+    _pkg = types.ModuleType("graph_passes")
+    _pkg.__path__ = [str(Path(__file__).resolve().parents[2] / "graph_passes")]
+    sys.modules["graph_passes"] = _pkg
+from graph_passes.layouts import interleaved_v1  # noqa: E402
+
+OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = range(6)
+ACT = {torch.float16: 0, torch.bfloat16: 1}
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("activation", ctypes.c_void_p), ("packed_weight", ctypes.c_void_p), ("scales", ctypes.c_void_p),
+                ("zeros", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("output", ctypes.c_void_p),
+                ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64), ("bits", ctypes.c_int32),
+                ("group_size", ctypes.c_int32), ("layout_version", ctypes.c_int32), ("act_type", ctypes.c_int),
+                ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t)]
+
+
+class Gemm:
+    def __init__(self, path: str | None = None):
+        path = path or os.environ["TRT_WOQ_GEMM_LIB"]
+        lib = ctypes.CDLL(path)
+        p = ctypes.POINTER(Params)
+        lib.trt_woq_gemm_candidate_count.restype = ctypes.c_int32
+        lib.trt_woq_gemm_candidate_describe.argtypes = [ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
+        lib.trt_woq_gemm_candidate_supports.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
+        lib.trt_woq_gemm_workspace_size.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
+        lib.trt_woq_gemm_workspace_size.restype = ctypes.c_size_t
+        lib.trt_woq_gemm_dispatch.argtypes = [p, ctypes.c_int32]
+        lib.trt_woq_gemm_dispatch.restype = ctypes.c_int32
+        lib.trt_woq_gemm_run.argtypes = [ctypes.c_int32, p, ctypes.c_void_p]
+        lib.trt_woq_gemm_last_cuda_error.restype = ctypes.c_char_p
+        self.lib = lib
+        major, minor = torch.cuda.get_device_capability()
+        self.sm = 10 * major + minor
+
+    def count(self) -> int:
+        return self.lib.trt_woq_gemm_candidate_count()
+
+    def name(self, i: int) -> str:
+        buf = ctypes.create_string_buffer(128)
+        assert self.lib.trt_woq_gemm_candidate_describe(i, buf, 128) == OK
+        return buf.value.decode()
+
+    def supports(self, i: int, prm: Params) -> int:
+        return self.lib.trt_woq_gemm_candidate_supports(i, ctypes.byref(prm), self.sm)
+
+    def workspace(self, i: int, prm: Params) -> int:
+        return self.lib.trt_woq_gemm_workspace_size(i, ctypes.byref(prm), self.sm)
+
+    def dispatch(self, prm: Params) -> int:
+        return self.lib.trt_woq_gemm_dispatch(ctypes.byref(prm), self.sm)
+
+    def run(self, i: int, prm: Params, stream: int | None = None) -> int:
+        s = torch.cuda.current_stream().cuda_stream if stream is None else stream
+        return self.lib.trt_woq_gemm_run(i, ctypes.byref(prm), ctypes.c_void_p(s))
+
+    def cuda_error(self) -> str:
+        return self.lib.trt_woq_gemm_last_cuda_error().decode()
+
+
+@dataclass
+class Problem:
+    m: int
+    n: int
+    k: int
+    bits: int
+    group: int
+    dtype: torch.dtype
+    zeros: bool
+    bias: bool
+    x: torch.Tensor = None
+    packed: torch.Tensor = None
+    scales: torch.Tensor = None
+    zp: torch.Tensor = None
+    b: torch.Tensor = None
+    u: torch.Tensor = None  # uint8 [K, N] on the GPU, kept for the reference
+
+    def label(self) -> str:
+        g = "pc" if self.group == -1 else f"g{self.group}"
+        dt = "fp16" if self.dtype == torch.float16 else "bf16"
+        return (f"M={self.m} N={self.n} K={self.k} int{self.bits} {g} {dt}"
+                f"{' zeros' if self.zeros else ''}{' bias' if self.bias else ''}")
+
+    def params(self, out: torch.Tensor | None, ws: torch.Tensor | None = None) -> Params:
+        prm = Params()
+        ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
+        prm.activation, prm.packed_weight, prm.scales = ptr(self.x), ptr(self.packed), ptr(self.scales)
+        prm.zeros, prm.bias, prm.output = ptr(self.zp), ptr(self.b), ptr(out)
+        prm.m, prm.n, prm.k, prm.bits, prm.group_size = self.m, self.n, self.k, self.bits, self.group
+        prm.layout_version, prm.act_type = 1, ACT[self.dtype]
+        prm.workspace = ptr(ws)
+        prm.workspace_size = 0 if ws is None else ws.numel() * ws.element_size()
+        return prm
+
+
+def make_problem(m, n, k, bits, group, dtype, zeros, bias, rng: np.random.Generator, random_words=False) -> Problem:
+    """Fresh random operands on the GPU. random_words=True skips the packer (timing only: any word is valid data)."""
+    pr = Problem(m, n, k, bits, group, dtype, zeros, bias)
+    dev = "cuda"
+    ng = 1 if group == -1 else k // group
+    if random_words:
+        shape = interleaved_v1.packed_shape(k, n, bits)
+        pr.packed = torch.randint(-2**31, 2**31 - 1, shape, dtype=torch.int32, device=dev)
+    else:
+        u = rng.integers(0, 1 << bits, size=(k, n), dtype=np.uint8)
+        pr.packed = torch.from_numpy(interleaved_v1.pack(u, bits)).to(dev)
+        pr.u = torch.from_numpy(u).to(dev)
+    pr.x = torch.randn(m, k, device=dev).to(dtype)
+    pr.scales = (torch.rand(ng, n, device=dev) * 0.02 + 0.005).to(dtype)  # never zero
+    if zeros:
+        pr.zp = torch.randint(0, 1 << bits, (ng, n), device=dev).to(dtype)
+    if bias:
+        pr.b = torch.randn(n, device=dev).to(dtype)
+    return pr
+
+
+def with_m(pr: Problem, m: int) -> Problem:
+    """The same weights with the first m rows of the activation."""
+    return Problem(m, pr.n, pr.k, pr.bits, pr.group, pr.dtype, pr.zeros, pr.bias, pr.x[:m].contiguous(), pr.packed,
+                   pr.scales, pr.zp, pr.b, pr.u)
+
+
+def dequant64(pr: Problem) -> torch.Tensor:
+    """Float64 W = (U - Z) * S on the GPU."""
+    g = pr.k if pr.group == -1 else pr.group
+    s = pr.scales.double().repeat_interleave(g, dim=0)
+    z = (pr.zp.double().repeat_interleave(g, dim=0) if pr.zeros
+         else torch.full_like(s, float(1 << (pr.bits - 1))))
+    return (pr.u.double() - z) * s
+
+
+def reference(pr: Problem, rows: torch.Tensor | None = None, w: torch.Tensor | None = None) -> torch.Tensor:
+    """Float64 Y (or the given rows of it) on the GPU: X @ ((U - Z) * S) + bias."""
+    w = dequant64(pr) if w is None else w
+    x = pr.x.double() if rows is None else pr.x[rows].double()
+    y = x @ w
+    if pr.bias:
+        y += pr.b.double()
+    return y

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call for the GEMM (issue 4): build the GEMM alone (no dependency on the rest of the kernels library),
+# run the numerics test, compute-sanitizer memcheck + racecheck on small odd problems, the benchmark, and ncu on one
+# compute-bound case. Logs go to $OUT (or ./gemm_out). Usage: bash tests/device/run_gemm.sh [check|bench|ncu|all]...
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-gemm_out}; mkdir -p "$OUT" build
+STEPS=${*:-all}
+ARCH=${GEMM_ARCH:--gencode arch=compute_90a,code=sm_90a}
+status=0
+has() { [[ " $STEPS " == *" $1 "* || " $STEPS " == *" all "* ]]; }
+t0=$(date +%s)
+nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Xptxas -v \
+  plugins/kernels/src/gemm/gemm.cu -o build/libtrt_woq_gemm.so > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+grep -E "spill" "$OUT/build.log" | sort | uniq -c
+echo "build: $(( $(date +%s) - t0 ))s"
+export TRT_WOQ_GEMM_LIB=$PWD/build/libtrt_woq_gemm.so
+if has check; then
+  python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+  grep "^FAIL" "$OUT/check.log" | head -30
+  nvcc -std=c++17 -O2 $ARCH -Iplugins/kernels/include -Iplugins/kernels/src/gemm tests/device/gemm_sanitize.cu \
+    -Lbuild -ltrt_woq_gemm -Xlinker -rpath=$PWD/build -o build/gemm_sanitize || status=1
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool"
+    compute-sanitizer --tool $tool --error-exitcode 9 build/gemm_sanitize > "$OUT/sanitize_$tool.log" 2>&1 || status=1
+    tail -4 "$OUT/sanitize_$tool.log"
+  done
+  echo "check: $(( $(date +%s) - t0 ))s"
+fi
+if has bench; then
+  python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
+  echo "bench: $(( $(date +%s) - t0 ))s"
+fi
+if has ncu; then
+  # The compute-bound case of the largest shape through the 128x128 tile (candidate 0), and the M=64 case.
+  ncu --clock-control none --kernel-name regex:gemm_mma --launch-count 1 --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
+    python3 tests/device/bench_gemm.py --one 4096,8192,57344,0 > "$OUT/ncu_m4096.log" 2>&1 || status=1
+  ncu --clock-control none --kernel-name regex:gemm_mma --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section MemoryWorkloadAnalysis \
+    python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-4} > "$OUT/ncu_m64.log" 2>&1 || status=1
+  grep -E "Throughput|Pipe|Stall|Issued|Duration|Memory \[%\]|Registers|Achieved Occ|Theoretical Occ" "$OUT"/ncu_m*.log | head -60
+fi
+echo "total: $(( $(date +%s) - t0 ))s, status $status"
+exit $status
