@@ -1,0 +1,827 @@
+#include "weightOnlyLinearPlugin.h"
+
+#include "pluginLogger.h"
+#include "trt_woq/kernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <sstream>
+
+using namespace nvinfer1;
+
+namespace trt_woq
+{
+namespace plugin
+{
+namespace
+{
+
+constexpr int32_t kSTATUS_SUCCESS = 0;
+constexpr int32_t kSTATUS_FAILURE = -1;
+
+// The seven integer fields, in the order of docs/op.md. plugin_version and plugin_namespace are read by the ONNX
+// parser to find the creator; the creator accepts them and checks that they name this plugin.
+struct IntField
+{
+    char const* name;
+    int32_t WeightOnlyLinearParams::*member;
+};
+constexpr IntField kINT_FIELDS[] = {
+    {"bits", &WeightOnlyLinearParams::bits},
+    {"group_size", &WeightOnlyLinearParams::groupSize},
+    {"in_features", &WeightOnlyLinearParams::inFeatures},
+    {"out_features", &WeightOnlyLinearParams::outFeatures},
+    {"layout", &WeightOnlyLinearParams::layout},
+    {"has_zeros", &WeightOnlyLinearParams::hasZeros},
+    {"has_bias", &WeightOnlyLinearParams::hasBias},
+};
+
+char const* dataTypeName(DataType t)
+{
+    switch (t)
+    {
+    case DataType::kFLOAT: return "FLOAT";
+    case DataType::kHALF: return "HALF";
+    case DataType::kBF16: return "BF16";
+    case DataType::kINT32: return "INT32";
+    case DataType::kINT8: return "INT8";
+    case DataType::kINT64: return "INT64";
+    default: return "other";
+    }
+}
+
+std::string dimsString(Dims const& d)
+{
+    std::ostringstream s;
+    s << "[";
+    for (int32_t i = 0; i < d.nbDims; ++i)
+    {
+        s << (i ? ", " : "") << d.d[i];
+    }
+    s << "]";
+    return s.str();
+}
+
+int32_t currentSm()
+{
+    int32_t device{0};
+    int32_t major{0};
+    int32_t minor{0};
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess)
+    {
+        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    }
+    if (e == cudaSuccess)
+    {
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    }
+    if (e != cudaSuccess)
+    {
+        throw std::runtime_error(std::string("cannot query the CUDA device: ") + cudaGetErrorName(e));
+    }
+    return major * 10 + minor;
+}
+
+// M = product of all dims but the last, or -1 if one of them is unknown.
+int64_t rowsOf(Dims const& d)
+{
+    int64_t m = 1;
+    for (int32_t i = 0; i + 1 < d.nbDims; ++i)
+    {
+        if (d.d[i] < 0)
+        {
+            return -1;
+        }
+        m *= d.d[i];
+    }
+    return m;
+}
+
+// Logs "WeightOnlyLinear[name]::where: what" and returns the failure status.
+int32_t fail(std::string const& name, char const* where, std::string const& what) noexcept
+{
+    logError(std::string(kPLUGIN_NAME) + "[" + name + "]::" + where + ": " + what);
+    return kSTATUS_FAILURE;
+}
+
+} // namespace
+
+std::string validate(WeightOnlyLinearParams const& p)
+{
+    std::ostringstream e;
+    if (p.bits != 4 && p.bits != 8)
+    {
+        e << "bits " << p.bits << " is not one of 4, 8";
+    }
+    else if (p.groupSize != -1 && p.groupSize != 32 && p.groupSize != 64 && p.groupSize != 128 && p.groupSize != 256)
+    {
+        e << "group_size " << p.groupSize << " is not one of -1, 32, 64, 128, 256";
+    }
+    else if (p.layout != 1)
+    {
+        e << "layout " << p.layout << " is not supported (this build knows layout 1, interleaved_v1)";
+    }
+    else if (p.inFeatures <= 0 || p.inFeatures % 64 != 0)
+    {
+        e << "in_features " << p.inFeatures << " must be a positive multiple of 64 (layout 1)";
+    }
+    else if (p.outFeatures <= 0 || p.outFeatures % (p.bits == 8 ? 2 : 4) != 0)
+    {
+        e << "out_features " << p.outFeatures << " must be a positive multiple of " << (p.bits == 8 ? 2 : 4)
+          << " for INT" << p.bits << " (layout 1 interleave)";
+    }
+    else if (p.groupSize != -1 && p.inFeatures % p.groupSize != 0)
+    {
+        e << "group_size " << p.groupSize << " does not divide in_features " << p.inFeatures;
+    }
+    else if (p.hasZeros != 0 && p.hasZeros != 1)
+    {
+        e << "has_zeros " << p.hasZeros << " is not 0 or 1";
+    }
+    else if (p.hasBias != 0 && p.hasBias != 1)
+    {
+        e << "has_bias " << p.hasBias << " is not 0 or 1";
+    }
+    return e.str();
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Plugin: core
+// ---------------------------------------------------------------------------------------------------------------------
+
+WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(std::string name, WeightOnlyLinearParams const& params)
+    : mName(std::move(name))
+    , mParams(params)
+{
+}
+
+WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(WeightOnlyLinearPlugin const& other)
+    : IPluginV3(other)
+    , IPluginV3OneCore(other)
+    , IPluginV3OneBuild(other)
+    , IPluginV3OneRuntime(other)
+    , mName(other.mName)
+    , mParams(other.mParams)
+    , mSm(other.mSm)
+    , mActType(other.mActType)
+    , mMin(other.mMin)
+    , mMax(other.mMax)
+    , mM(other.mM)
+    , mTactic(other.mTactic)
+    , mCandidate(other.mCandidate)
+{
+    // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
+}
+
+IPluginCapability* WeightOnlyLinearPlugin::getCapabilityInterface(PluginCapabilityType type) noexcept
+{
+    try
+    {
+        switch (type)
+        {
+        case PluginCapabilityType::kCORE: return static_cast<IPluginV3OneCore*>(this);
+        case PluginCapabilityType::kBUILD: return static_cast<IPluginV3OneBuild*>(this);
+        case PluginCapabilityType::kRUNTIME: return static_cast<IPluginV3OneRuntime*>(this);
+        }
+        fail(mName, "getCapabilityInterface", "unknown capability " + std::to_string(static_cast<int32_t>(type)));
+    }
+    catch (std::exception const& e)
+    {
+        fail(mName, "getCapabilityInterface", e.what());
+    }
+    return nullptr;
+}
+
+IPluginV3* WeightOnlyLinearPlugin::clone() noexcept
+{
+    try
+    {
+        return new WeightOnlyLinearPlugin(*this);
+    }
+    catch (std::exception const& e)
+    {
+        fail(mName, "clone", e.what());
+    }
+    return nullptr;
+}
+
+char const* WeightOnlyLinearPlugin::getPluginName() const noexcept
+{
+    return kPLUGIN_NAME;
+}
+
+char const* WeightOnlyLinearPlugin::getPluginVersion() const noexcept
+{
+    return kPLUGIN_VERSION;
+}
+
+char const* WeightOnlyLinearPlugin::getPluginNamespace() const noexcept
+{
+    return kPLUGIN_NAMESPACE;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Plugin: build
+// ---------------------------------------------------------------------------------------------------------------------
+
+int32_t WeightOnlyLinearPlugin::getNbOutputs() const noexcept
+{
+    return 1;
+}
+
+int32_t WeightOnlyLinearPlugin::getOutputDataTypes(
+    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
+{
+    try
+    {
+        if (nbOutputs != 1 || nbInputs != mParams.nbInputs())
+        {
+            return fail(mName, "getOutputDataTypes",
+                "expected " + std::to_string(mParams.nbInputs()) + " inputs and 1 output (has_zeros="
+                    + std::to_string(mParams.hasZeros) + ", has_bias=" + std::to_string(mParams.hasBias) + "), got "
+                    + std::to_string(nbInputs) + " and " + std::to_string(nbOutputs));
+        }
+        DataType const act = inputTypes[kACTIVATION_IDX];
+        if (act != DataType::kHALF && act != DataType::kBF16)
+        {
+            return fail(mName, "getOutputDataTypes",
+                std::string("activation type ") + dataTypeName(act)
+                    + " is not HALF or BF16 (an FP32 graph needs Casts around the node; graph_passes adds them)");
+        }
+        outputTypes[0] = act;
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "getOutputDataTypes", e.what());
+    }
+}
+
+int32_t WeightOnlyLinearPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs,
+    DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, DimsExprs* outputs, int32_t nbOutputs,
+    IExprBuilder& exprBuilder) noexcept
+{
+    try
+    {
+        if (nbInputs != mParams.nbInputs() || nbOutputs != 1 || nbShapeInputs != 0)
+        {
+            return fail(mName, "getOutputShapes",
+                "expected " + std::to_string(mParams.nbInputs()) + " inputs, 0 shape inputs and 1 output, got "
+                    + std::to_string(nbInputs) + ", " + std::to_string(nbShapeInputs) + " and "
+                    + std::to_string(nbOutputs));
+        }
+        DimsExprs const& x = inputs[kACTIVATION_IDX];
+        if (x.nbDims < 1)
+        {
+            return fail(mName, "getOutputShapes", "the activation must have at least one dimension, got a scalar");
+        }
+        IDimensionExpr const* k = x.d[x.nbDims - 1];
+        if (k->isConstant() && k->getConstantValue() != mParams.inFeatures)
+        {
+            return fail(mName, "getOutputShapes",
+                "the activation's last dimension is " + std::to_string(k->getConstantValue())
+                    + ", in_features is " + std::to_string(mParams.inFeatures));
+        }
+        outputs[0].nbDims = x.nbDims;
+        for (int32_t i = 0; i + 1 < x.nbDims; ++i)
+        {
+            outputs[0].d[i] = x.d[i];
+        }
+        outputs[0].d[x.nbDims - 1] = exprBuilder.constant(mParams.outFeatures);
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "getOutputShapes", e.what());
+    }
+}
+
+bool WeightOnlyLinearPlugin::supportsFormatCombination(
+    int32_t pos, DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        if (nbInputs != mParams.nbInputs() || nbOutputs != 1 || pos < 0 || pos >= nbInputs + nbOutputs)
+        {
+            return false;
+        }
+        PluginTensorDesc const& d = inOut[pos].desc;
+        if (d.format != TensorFormat::kLINEAR)
+        {
+            return false;
+        }
+        if (pos == kWEIGHT_IDX)
+        {
+            return d.type == DataType::kINT32;
+        }
+        if (pos == kACTIVATION_IDX)
+        {
+            return d.type == DataType::kHALF || d.type == DataType::kBF16;
+        }
+        // scales, zeros, bias and the output: the activation's type (position 0 is decided before them).
+        return d.type == inOut[kACTIVATION_IDX].desc.type;
+    }
+    catch (std::exception const& e)
+    {
+        fail(mName, "supportsFormatCombination", e.what());
+    }
+    return false;
+}
+
+void WeightOnlyLinearPlugin::fillSizes(void* paramsOut, int64_t m) const
+{
+    auto& p = *static_cast<trt_woq_linear_params*>(paramsOut);
+    std::memset(&p, 0, sizeof(p));
+    p.m = m;
+    p.n = mParams.outFeatures;
+    p.k = mParams.inFeatures;
+    p.bits = mParams.bits;
+    p.group_size = mParams.groupSize;
+    p.layout_version = mParams.layout;
+    p.act_type = static_cast<trt_woq_act_type>(mActType);
+    // Only sizes and options are read by the queries, but say which optional operands exist.
+    static char const kPresent = 0;
+    p.zeros = mParams.hasZeros ? &kPresent : nullptr;
+    p.bias = mParams.hasBias ? &kPresent : nullptr;
+}
+
+std::vector<int32_t> WeightOnlyLinearPlugin::validCandidates() const
+{
+    std::vector<int32_t> ids;
+    int32_t const count = trt_woq_linear_candidate_count();
+    for (int32_t id = 0; id < count; ++id)
+    {
+        bool ok = true;
+        for (int64_t m : {mMin, mMax})
+        {
+            trt_woq_linear_params p;
+            fillSizes(&p, m);
+            ok = ok && trt_woq_linear_candidate_supports(id, &p, mSm) == TRT_WOQ_OK;
+        }
+        if (ok)
+        {
+            ids.push_back(id);
+        }
+    }
+    return ids;
+}
+
+int32_t WeightOnlyLinearPlugin::configurePlugin(
+    DynamicPluginTensorDesc const* in, int32_t nbInputs, DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        if (nbInputs != mParams.nbInputs() || nbOutputs != 1)
+        {
+            return fail(mName, "configurePlugin",
+                "expected " + std::to_string(mParams.nbInputs()) + " inputs and 1 output, got "
+                    + std::to_string(nbInputs) + " and " + std::to_string(nbOutputs));
+        }
+        Dims const& x = in[kACTIVATION_IDX].desc.dims;
+        if (x.nbDims < 1 || (x.d[x.nbDims - 1] >= 0 && x.d[x.nbDims - 1] != mParams.inFeatures))
+        {
+            return fail(mName, "configurePlugin",
+                "activation " + dimsString(x) + " does not end in in_features " + std::to_string(mParams.inFeatures));
+        }
+        Dims const& w = in[kWEIGHT_IDX].desc.dims;
+        if (w.nbDims != 2 || (w.d[0] >= 0 && w.d[0] != mParams.packedRows())
+            || (w.d[1] >= 0 && w.d[1] != mParams.packedCols()))
+        {
+            return fail(mName, "configurePlugin",
+                "packed_weight is " + dimsString(w) + ", layout 1 needs [" + std::to_string(mParams.packedRows()) + ", "
+                    + std::to_string(mParams.packedCols()) + "] for K=" + std::to_string(mParams.inFeatures)
+                    + ", N=" + std::to_string(mParams.outFeatures) + ", INT" + std::to_string(mParams.bits));
+        }
+        std::vector<int32_t> perGroup{kSCALES_IDX};
+        if (mParams.hasZeros)
+        {
+            perGroup.push_back(mParams.zerosIndex());
+        }
+        for (int32_t idx : perGroup)
+        {
+            Dims const& s = in[idx].desc.dims;
+            int64_t const count = s.nbDims == 2 ? s.d[0] * s.d[1] : (s.nbDims == 1 ? s.d[0] : -1);
+            bool const unknown = s.nbDims >= 1 && std::any_of(s.d, s.d + s.nbDims, [](int64_t v) { return v < 0; });
+            if (!unknown && count != mParams.scaleRows() * mParams.outFeatures)
+            {
+                return fail(mName, "configurePlugin",
+                    std::string(idx == kSCALES_IDX ? "scales" : "zeros") + " is " + dimsString(s) + ", expected ["
+                        + std::to_string(mParams.scaleRows()) + ", " + std::to_string(mParams.outFeatures) + "]");
+            }
+        }
+        if (mParams.hasBias)
+        {
+            Dims const& b = in[mParams.biasIndex()].desc.dims;
+            int64_t const last = b.nbDims ? b.d[b.nbDims - 1] : -1;
+            if (last >= 0 && last != mParams.outFeatures)
+            {
+                return fail(mName, "configurePlugin",
+                    "bias is " + dimsString(b) + ", expected [" + std::to_string(mParams.outFeatures) + "]");
+            }
+        }
+        mActType = in[kACTIVATION_IDX].desc.type == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
+        mMin = std::max<int64_t>(rowsOf(in[kACTIVATION_IDX].min), 1);
+        mMax = std::max<int64_t>(rowsOf(in[kACTIVATION_IDX].max), mMin);
+        mSm = currentSm();
+        mTimingCacheId = std::to_string(mParams.bits) + "_" + std::to_string(mParams.groupSize) + "_"
+            + std::to_string(mParams.inFeatures) + "_" + std::to_string(mParams.outFeatures) + "_"
+            + std::to_string(mParams.layout) + "_" + std::to_string(mParams.hasZeros) + std::to_string(mParams.hasBias)
+            + "_" + std::to_string(mActType) + "_sm" + std::to_string(mSm);
+        if (validCandidates().empty() && trt_woq_linear_candidate_count() > 0)
+        {
+            logWarning(std::string(kPLUGIN_NAME) + "[" + mName + "]: no kernel candidate supports M in ["
+                + std::to_string(mMin) + ", " + std::to_string(mMax) + "] on sm_" + std::to_string(mSm)
+                + "; enqueue will use the kernels' dispatch");
+        }
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "configurePlugin", e.what());
+    }
+}
+
+size_t WeightOnlyLinearPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+    DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const noexcept
+{
+    try
+    {
+        if (nbInputs != mParams.nbInputs())
+        {
+            fail(mName, "getWorkspaceSize", "unexpected input count " + std::to_string(nbInputs));
+            return 0;
+        }
+        int64_t const lo = std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].min), 1);
+        int64_t const hi = std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].max), lo);
+        int64_t const opt = std::min(std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].opt), lo), hi);
+        int32_t const sm = mSm ? mSm : currentSm();
+        // Whatever tactic TensorRT picks, and the dispatch fallback: the largest need over the profile's M range.
+        size_t bytes = 0;
+        int32_t const count = trt_woq_linear_candidate_count();
+        for (int64_t m : {lo, opt, hi})
+        {
+            trt_woq_linear_params p;
+            fillSizes(&p, m);
+            p.act_type = inputs[kACTIVATION_IDX].desc.type == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
+            bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
+            for (int32_t id = 0; id < count; ++id)
+            {
+                if (trt_woq_linear_candidate_supports(id, &p, sm) == TRT_WOQ_OK)
+                {
+                    bytes = std::max(bytes, trt_woq_linear_workspace_size(id, &p, sm));
+                }
+            }
+        }
+        return bytes;
+    }
+    catch (std::exception const& e)
+    {
+        fail(mName, "getWorkspaceSize", e.what());
+    }
+    return 0;
+}
+
+int32_t WeightOnlyLinearPlugin::getNbTactics() noexcept
+{
+    try
+    {
+        return static_cast<int32_t>(validCandidates().size());
+    }
+    catch (std::exception const& e)
+    {
+        fail(mName, "getNbTactics", e.what());
+    }
+    return 0;
+}
+
+int32_t WeightOnlyLinearPlugin::getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept
+{
+    try
+    {
+        std::vector<int32_t> const ids = validCandidates();
+        if (tactics == nullptr || nbTactics != static_cast<int32_t>(ids.size()))
+        {
+            return fail(mName, "getValidTactics",
+                "asked for " + std::to_string(nbTactics) + " tactics, getNbTactics() said "
+                    + std::to_string(ids.size()));
+        }
+        for (size_t i = 0; i < ids.size(); ++i)
+        {
+            tactics[i] = candidateToTactic(ids[i]);
+        }
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "getValidTactics", e.what());
+    }
+}
+
+char const* WeightOnlyLinearPlugin::getTimingCacheID() noexcept
+{
+    return mTimingCacheId.empty() ? nullptr : mTimingCacheId.c_str();
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Plugin: runtime
+// ---------------------------------------------------------------------------------------------------------------------
+
+int32_t WeightOnlyLinearPlugin::setTactic(int32_t tactic) noexcept
+{
+    try
+    {
+        int32_t const count = trt_woq_linear_candidate_count();
+        if (tactic != 0 && (tacticToCandidate(tactic) < 0 || tacticToCandidate(tactic) >= count))
+        {
+            return fail(mName, "setTactic",
+                "tactic " + std::to_string(tactic) + " is not one of this build's " + std::to_string(count)
+                    + " kernel candidates (tactics 1.." + std::to_string(count) + ", 0 = default)");
+        }
+        mTactic = tactic;
+        chooseCandidate();
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "setTactic", e.what());
+    }
+}
+
+void WeightOnlyLinearPlugin::chooseCandidate()
+{
+    mCandidate = TRT_WOQ_CANDIDATE_AUTO;
+    if (mTactic == 0 || mM <= 0)
+    {
+        return;
+    }
+    trt_woq_linear_params p;
+    fillSizes(&p, mM);
+    int32_t const id = tacticToCandidate(mTactic);
+    if (trt_woq_linear_candidate_supports(id, &p, mSm) == TRT_WOQ_OK)
+    {
+        mCandidate = id;
+    }
+    else
+    {
+        logVerbose(std::string(kPLUGIN_NAME) + "[" + mName + "]: tactic " + std::to_string(mTactic)
+            + " does not support M=" + std::to_string(mM) + "; using the kernels' dispatch");
+    }
+}
+
+int32_t WeightOnlyLinearPlugin::onShapeChange(
+    PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        if (nbInputs != mParams.nbInputs() || nbOutputs != 1)
+        {
+            return fail(mName, "onShapeChange",
+                "expected " + std::to_string(mParams.nbInputs()) + " inputs and 1 output, got "
+                    + std::to_string(nbInputs) + " and " + std::to_string(nbOutputs));
+        }
+        Dims const& x = in[kACTIVATION_IDX].dims;
+        int64_t const m = rowsOf(x);
+        if (x.nbDims < 1 || m < 0 || x.d[x.nbDims - 1] != mParams.inFeatures)
+        {
+            return fail(mName, "onShapeChange",
+                "activation " + dimsString(x) + " is not [..., " + std::to_string(mParams.inFeatures) + "]");
+        }
+        DataType const t = in[kACTIVATION_IDX].type;
+        if (t != DataType::kHALF && t != DataType::kBF16)
+        {
+            return fail(mName, "onShapeChange", std::string("activation type ") + dataTypeName(t));
+        }
+        mActType = t == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
+        if (mSm == 0)
+        {
+            mSm = currentSm();
+        }
+        mM = m;
+        chooseCandidate();
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "onShapeChange", e.what());
+    }
+}
+
+int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
+    void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept
+{
+    try
+    {
+        int64_t const m = rowsOf(inputDesc[kACTIVATION_IDX].dims);
+        if (m != mM)
+        {
+            // TensorRT calls onShapeChange before enqueue when shapes change; recompute if a caller did not.
+            mM = m;
+            chooseCandidate();
+        }
+        if (m == 0)
+        {
+            return kSTATUS_SUCCESS;
+        }
+        trt_woq_linear_params p;
+        fillSizes(&p, m);
+        p.activation = inputs[kACTIVATION_IDX];
+        p.packed_weight = inputs[kWEIGHT_IDX];
+        p.scales = inputs[kSCALES_IDX];
+        p.zeros = mParams.hasZeros ? inputs[mParams.zerosIndex()] : nullptr;
+        p.bias = mParams.hasBias ? inputs[mParams.biasIndex()] : nullptr;
+        p.output = outputs[0];
+        p.workspace = workspace;
+        trt_woq_linear_params sizesOnly = p;
+        p.workspace_size = trt_woq_linear_workspace_size(mCandidate, &sizesOnly, mSm);
+        trt_woq_status const s = trt_woq_linear_run(mCandidate, &p, stream);
+        if (s != TRT_WOQ_OK)
+        {
+            std::string what = std::string(trt_woq_status_string(s)) + " (M=" + std::to_string(m)
+                + ", N=" + std::to_string(mParams.outFeatures) + ", K=" + std::to_string(mParams.inFeatures)
+                + ", candidate " + std::to_string(mCandidate) + ")";
+            if (s == TRT_WOQ_ERR_CUDA)
+            {
+                what += std::string(": ") + trt_woq_last_cuda_error();
+            }
+            return fail(mName, "enqueue", what);
+        }
+        return kSTATUS_SUCCESS;
+    }
+    catch (std::exception const& e)
+    {
+        return fail(mName, "enqueue", e.what());
+    }
+}
+
+IPluginV3* WeightOnlyLinearPlugin::attachToContext(IPluginResourceContext* /*context*/) noexcept
+{
+    // No per-context resources: a clone per execution context is enough.
+    return clone();
+}
+
+PluginFieldCollection const* WeightOnlyLinearPlugin::getFieldsToSerialize() noexcept
+{
+    try
+    {
+        mFieldsToSerialize.clear();
+        for (IntField const& f : kINT_FIELDS)
+        {
+            mFieldsToSerialize.emplace_back(f.name, &(mParams.*(f.member)), PluginFieldType::kINT32, 1);
+        }
+        mFcToSerialize.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
+        mFcToSerialize.fields = mFieldsToSerialize.data();
+        return &mFcToSerialize;
+    }
+    catch (std::exception const& e)
+    {
+        fail(mName, "getFieldsToSerialize", e.what());
+    }
+    return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Creator
+// ---------------------------------------------------------------------------------------------------------------------
+
+WeightOnlyLinearPluginCreator::WeightOnlyLinearPluginCreator()
+{
+    // The ONNX parser passes only the fields listed here (onnx-tensorrt loadFields), INT attributes as kINT32.
+    for (IntField const& f : kINT_FIELDS)
+    {
+        mFields.emplace_back(f.name, nullptr, PluginFieldType::kINT32, 1);
+    }
+    mFc.nbFields = static_cast<int32_t>(mFields.size());
+    mFc.fields = mFields.data();
+}
+
+char const* WeightOnlyLinearPluginCreator::getPluginName() const noexcept
+{
+    return kPLUGIN_NAME;
+}
+
+char const* WeightOnlyLinearPluginCreator::getPluginVersion() const noexcept
+{
+    return kPLUGIN_VERSION;
+}
+
+char const* WeightOnlyLinearPluginCreator::getPluginNamespace() const noexcept
+{
+    return kPLUGIN_NAMESPACE;
+}
+
+PluginFieldCollection const* WeightOnlyLinearPluginCreator::getFieldNames() noexcept
+{
+    return &mFc;
+}
+
+IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
+    char const* name, PluginFieldCollection const* fc, TensorRTPhase phase) noexcept
+{
+    std::string const layer = name ? name : "";
+    try
+    {
+        if (fc == nullptr || (fc->nbFields > 0 && fc->fields == nullptr))
+        {
+            fail(layer, "createPlugin", "no field collection");
+            return nullptr;
+        }
+        WeightOnlyLinearParams params;
+        bool seen[sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0])] = {};
+        for (int32_t i = 0; i < fc->nbFields; ++i)
+        {
+            PluginField const& f = fc->fields[i];
+            std::string const fieldName = f.name ? f.name : "";
+            if (fieldName == "plugin_version" || fieldName == "plugin_namespace")
+            {
+                if (f.type != PluginFieldType::kCHAR || f.data == nullptr)
+                {
+                    fail(layer, "createPlugin", "field " + fieldName + " must be a string (kCHAR)");
+                    return nullptr;
+                }
+                std::string value(static_cast<char const*>(f.data),
+                    strnlen(static_cast<char const*>(f.data), static_cast<size_t>(std::max(f.length, 0))));
+                std::string const want = fieldName == "plugin_version" ? kPLUGIN_VERSION : kPLUGIN_NAMESPACE;
+                if (value != want)
+                {
+                    fail(layer, "createPlugin",
+                        fieldName + " \"" + value + "\" is not \"" + want + "\" (this library builds version "
+                            + kPLUGIN_VERSION + ")");
+                    return nullptr;
+                }
+                continue;
+            }
+            size_t j = 0;
+            while (j < sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0]) && fieldName != kINT_FIELDS[j].name)
+            {
+                ++j;
+            }
+            if (j == sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0]))
+            {
+                // Unknown fields are ignored, so that a newer graph pass can add optional attributes.
+                logWarning(std::string(kPLUGIN_NAME) + "[" + layer + "]: ignoring unknown field \"" + fieldName + "\"");
+                continue;
+            }
+            if (f.data == nullptr || f.length != 1)
+            {
+                fail(layer, "createPlugin",
+                    "field " + fieldName + " must hold one integer, got length " + std::to_string(f.length));
+                return nullptr;
+            }
+            int64_t v{0};
+            if (f.type == PluginFieldType::kINT32)
+            {
+                v = *static_cast<int32_t const*>(f.data);
+            }
+            else if (f.type == PluginFieldType::kINT64)
+            {
+                v = *static_cast<int64_t const*>(f.data);
+            }
+            else
+            {
+                fail(layer, "createPlugin",
+                    "field " + fieldName + " has type " + std::to_string(static_cast<int32_t>(f.type))
+                        + ", expected kINT32 or kINT64");
+                return nullptr;
+            }
+            if (v < INT32_MIN || v > INT32_MAX)
+            {
+                fail(layer, "createPlugin", "field " + fieldName + " value " + std::to_string(v) + " overflows int32");
+                return nullptr;
+            }
+            params.*(kINT_FIELDS[j].member) = static_cast<int32_t>(v);
+            seen[j] = true;
+        }
+        for (size_t j = 0; j < sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0]); ++j)
+        {
+            if (!seen[j])
+            {
+                fail(layer, "createPlugin", std::string("required field ") + kINT_FIELDS[j].name + " is missing");
+                return nullptr;
+            }
+        }
+        std::string const bad = validate(params);
+        if (!bad.empty())
+        {
+            fail(layer, "createPlugin", bad);
+            return nullptr;
+        }
+        auto* plugin = new WeightOnlyLinearPlugin(layer, params);
+        if (phase == TensorRTPhase::kRUNTIME)
+        {
+            logVerbose(std::string(kPLUGIN_NAME) + "[" + layer + "]: created for the runtime phase");
+        }
+        return plugin;
+    }
+    catch (std::exception const& e)
+    {
+        fail(layer, "createPlugin", e.what());
+    }
+    return nullptr;
+}
+
+} // namespace plugin
+} // namespace trt_woq

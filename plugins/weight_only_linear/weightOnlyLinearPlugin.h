@@ -1,0 +1,147 @@
+/*
+ * WeightOnlyLinear: a TensorRT IPluginV3 computing  Y[..., N] = X[..., K] @ ((U - Z) * S) (+ bias)  from a weight
+ * packed by graph_passes (docs/layouts.md), through the kernels' C ABI (plugins/kernels/include/trt_woq/kernels.h).
+ *
+ * The node contract (op_type, inputs, attributes) is docs/op.md; this file's field names are its attribute names.
+ * Compiles against the public headers of TensorRT 10.x and 11.x; the library links no TensorRT library.
+ */
+#ifndef TRT_WOQ_WEIGHT_ONLY_LINEAR_PLUGIN_H
+#define TRT_WOQ_WEIGHT_ONLY_LINEAR_PLUGIN_H
+
+#include <NvInferRuntime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trt_woq
+{
+namespace plugin
+{
+
+// Shared by plugin and creator, and what TensorRT's ONNX parser looks up: op_type, plugin_version, plugin_namespace.
+constexpr char const* kPLUGIN_NAME = "WeightOnlyLinear";
+constexpr char const* kPLUGIN_VERSION = "1";
+constexpr char const* kPLUGIN_NAMESPACE = "";
+
+// Tensor positions. Optional inputs (zeros, bias) are present only when their flag is set, in this order.
+constexpr int32_t kACTIVATION_IDX = 0;
+constexpr int32_t kWEIGHT_IDX = 1;
+constexpr int32_t kSCALES_IDX = 2;
+
+// The op's attributes, validated. Plain data so that clone and serialization are copies.
+struct WeightOnlyLinearParams
+{
+    int32_t bits{0};
+    int32_t groupSize{0};
+    int32_t inFeatures{0};
+    int32_t outFeatures{0};
+    int32_t layout{0};
+    int32_t hasZeros{0};
+    int32_t hasBias{0};
+
+    int32_t zerosIndex() const noexcept { return hasZeros ? 3 : -1; }
+    int32_t biasIndex() const noexcept { return hasBias ? 3 + hasZeros : -1; }
+    int32_t nbInputs() const noexcept { return 3 + hasZeros + hasBias; }
+    // Packed int32 weight of layout 1: [N / I, K / 2], I = 2 (INT8) or 4 (INT4).
+    int64_t packedRows() const noexcept { return outFeatures / (bits == 8 ? 2 : 4); }
+    int64_t packedCols() const noexcept { return inFeatures / 2; }
+    int64_t scaleRows() const noexcept { return groupSize == -1 ? 1 : inFeatures / groupSize; }
+};
+
+// Empty string when the parameters are a valid WeightOnlyLinear node, else what is wrong, quoting the value.
+std::string validate(WeightOnlyLinearParams const& p);
+
+class WeightOnlyLinearPlugin : public nvinfer1::IPluginV3,
+                               public nvinfer1::IPluginV3OneCore,
+                               public nvinfer1::IPluginV3OneBuild,
+                               public nvinfer1::IPluginV3OneRuntime
+{
+public:
+    WeightOnlyLinearPlugin(std::string name, WeightOnlyLinearParams const& params);
+    WeightOnlyLinearPlugin(WeightOnlyLinearPlugin const& other);
+    ~WeightOnlyLinearPlugin() override = default;
+
+    // IPluginV3
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
+    nvinfer1::IPluginV3* clone() noexcept override;
+
+    // IPluginV3OneCore
+    char const* getPluginName() const noexcept override;
+    char const* getPluginVersion() const noexcept override;
+    char const* getPluginNamespace() const noexcept override;
+
+    // IPluginV3OneBuild
+    int32_t getNbOutputs() const noexcept override;
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
+        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+        int32_t nbOutputs) noexcept override;
+    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+    int32_t getNbTactics() noexcept override;
+    int32_t getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept override;
+    char const* getTimingCacheID() noexcept override;
+
+    // IPluginV3OneRuntime
+    int32_t setTactic(int32_t tactic) noexcept override;
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept override;
+    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
+    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
+
+    // For tests and logs: the kernel candidate enqueue will use (-1 = the built-in dispatch), and the mapping
+    // between TensorRT tactic ids (never 0) and kernel candidate ids.
+    int32_t selectedCandidate() const noexcept { return mCandidate; }
+    static int32_t tacticToCandidate(int32_t tactic) noexcept { return tactic - 1; }
+    static int32_t candidateToTactic(int32_t candidate) noexcept { return candidate + 1; }
+
+private:
+    // The kernel candidates that support M in [mMin, mMax] for this node on this GPU.
+    std::vector<int32_t> validCandidates() const;
+    void chooseCandidate();
+    void fillSizes(void* params, int64_t m) const;
+
+    std::string mName;
+    WeightOnlyLinearParams mParams;
+    int32_t mSm{0};          // compute capability * 10 + minor, of the current device
+    int32_t mActType{0};     // trt_woq_act_type of the configured activation
+    int64_t mMin{1};         // M range of the configured profile
+    int64_t mMax{1};
+    int64_t mM{0};           // M of the current shape (runtime)
+    int32_t mTactic{0};      // TensorRT tactic; 0 = default
+    int32_t mCandidate{-1};  // kernel candidate for mM; -1 = dispatch
+    std::string mTimingCacheId;
+    std::vector<nvinfer1::PluginField> mFieldsToSerialize;
+    nvinfer1::PluginFieldCollection mFcToSerialize{};
+};
+
+class WeightOnlyLinearPluginCreator : public nvinfer1::IPluginCreatorV3One
+{
+public:
+    WeightOnlyLinearPluginCreator();
+    ~WeightOnlyLinearPluginCreator() override = default;
+
+    char const* getPluginName() const noexcept override;
+    char const* getPluginVersion() const noexcept override;
+    char const* getPluginNamespace() const noexcept override;
+    nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override;
+    nvinfer1::IPluginV3* createPlugin(
+        char const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override;
+
+private:
+    std::vector<nvinfer1::PluginField> mFields;
+    nvinfer1::PluginFieldCollection mFc{};
+};
+
+} // namespace plugin
+} // namespace trt_woq
+
+#endif // TRT_WOQ_WEIGHT_ONLY_LINEAR_PLUGIN_H
