@@ -157,8 +157,10 @@ size_t trt_woq_linear_workspace_size(int32_t id, const trt_woq_linear_params* pa
 
 trt_woq_status trt_woq_linear_run(int32_t id, const trt_woq_linear_params* params, void* stream) {
     if (params == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    trt_woq_status s = trt_woq::check_pointers(params, 0);  // before any CUDA call: a bad call fails the same anywhere
+    if (s != TRT_WOQ_OK) return s;
     int32_t sm = 0;
-    trt_woq_status s = trt_woq::current_sm(&sm);
+    s = trt_woq::current_sm(&sm);
     if (s != TRT_WOQ_OK) return s;
     if (id == TRT_WOQ_CANDIDATE_AUTO) {
         s = trt_woq::check_common(params, sm);

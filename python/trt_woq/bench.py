@@ -1,0 +1,361 @@
+"""Benchmark of the WeightOnlyLinear kernels against cuBLAS and torch's int4 GEMM: ``python -m trt_woq.bench``.
+
+For each (K, N) and M: median time per call of ours (INT8 per-channel, INT4 g128 symmetric and asymmetric, FP16
+activations, through the C ABI's dispatch), cuBLAS FP16 and BF16 (``torch.matmul``) and ``torch._weight_int4pack_mm``
+(BF16, group 128), all in the same process; the device's copy bandwidth measured in the same run; our effective weight
+bandwidth (packed weights + scales + zeros, bytes per second) and its fraction of the copy bandwidth; speedups.
+
+Timing: every method's calls are captured in one CUDA graph that cycles through enough copies of the weights to exceed
+2.5x the L2 cache (so each call streams its weights from HBM), at least 24 calls per replay; the figure is the median
+over 25 replays of (replay time / calls). Weight values are random (speed does not depend on them; correctness is
+tests/device/kernels_check.py's job).
+
+Needs torch with CUDA (benchmark only; the library itself never imports torch).
+
+    python -m trt_woq.bench                       # the issue's shapes, M = 1, 4, 16; table + bench.json
+    python -m trt_woq.bench --m 1,16,64 --shapes 4096x4096,14336x4096 --json out.json
+    python -m trt_woq.bench --candidates          # also every GEMV candidate for INT4 g128 / INT8 (dispatch tuning)
+    python -m trt_woq.bench --one int4_g128,1,14336,4096   # a few plain launches of one case (for ncu)
+
+Extending: a new method is one entry of METHODS (a name and a factory returning per-copy callables); M > 16 rows work
+as soon as a GEMM family is registered in the library (ours go through the dispatch); TFLOP/s is in every JSON row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from trt_woq import kernels as K
+
+SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096), (8192, 10240), (8192, 8192), (8192, 57344),
+          (28672, 8192)]  # (K, N)
+M_VALUES = (1, 4, 16)
+OURS = ("int8_pc", "int4_g128", "int4_g128_asym")
+BASELINES = ("cublas_fp16", "cublas_bf16", "torch_int4")
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+@dataclass
+class Setup:
+    """One method on one (K, N): per-copy call factories, and the bytes of one weight copy."""
+
+    weight_bytes: int
+    make_calls: Callable[[int], list[Callable[[], None]]]  # m -> one callable per weight copy
+    note: str = ""
+
+
+@dataclass
+class Row:
+    k: int
+    n: int
+    m: int
+    method: str
+    us: float | None
+    weight_bytes: int
+    error: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def gbps(self) -> float | None:
+        return self.weight_bytes / self.us / 1e3 if self.us else None
+
+    @property
+    def tflops(self) -> float | None:
+        return 2.0 * self.m * self.n * self.k / self.us / 1e6 if self.us else None
+
+
+def copies_for(weight_bytes: int, l2_bytes: int) -> int:
+    return max(2, math.ceil(2.5 * l2_bytes / max(weight_bytes, 1)))
+
+
+# ---- methods -----------------------------------------------------------------------------------------------------
+def setup_ours(lib: K.Kernels, k: int, n: int, bits: int, group: int, zeros: bool, act: str, l2: int,
+               candidate: int = K.CANDIDATE_AUTO) -> Setup:
+    torch = _torch()
+    dtype = torch.float16 if act == "fp16" else torch.bfloat16
+    g = k if group == -1 else group
+    pk_words = (n // (4 if bits == 4 else 2)) * (k // 2)
+    scale_elems = (k // g) * n
+    wbytes = pk_words * 4 + scale_elems * 2 * (2 if zeros else 1)
+    copies = copies_for(wbytes, l2)
+    packed = [torch.randint(-2**31, 2**31 - 1, (pk_words,), dtype=torch.int32, device="cuda") for _ in range(copies)]
+    scales = [(torch.rand(scale_elems, device="cuda") * 0.01 + 0.001).to(dtype) for _ in range(copies)]
+    zs = [torch.randint(0, 1 << bits, (scale_elems,), device="cuda").to(dtype) for _ in range(copies)] if zeros \
+        else [None] * copies
+
+    def make_calls(m: int):
+        x = torch.randn(m, k, device="cuda").to(dtype)
+        y = torch.empty(m, n, device="cuda", dtype=dtype)
+        params = [K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act=act, x=x.data_ptr(),
+                                packed_weight=packed[i].data_ptr(), scales=scales[i].data_ptr(),
+                                zeros=zs[i].data_ptr() if zs[i] is not None else None, output=y.data_ptr())
+                  for i in range(copies)]
+        keep = (x, y)
+
+        def call(p):
+            def run():
+                keep  # noqa: B018 (buffers live as long as the calls)
+                lib.run(p, stream=torch.cuda.current_stream().cuda_stream, candidate=candidate)
+            return run
+
+        return [call(p) for p in params]
+
+    return Setup(wbytes, make_calls)
+
+
+def setup_cublas(k: int, n: int, dtype_name: str, l2: int) -> Setup:
+    torch = _torch()
+    dtype = torch.float16 if dtype_name == "fp16" else torch.bfloat16
+    wbytes = k * n * 2
+    copies = copies_for(wbytes, l2)
+    ws = [torch.randn(k, n, device="cuda").to(dtype) * 0.01 for _ in range(copies)]
+
+    def make_calls(m: int):
+        x = torch.randn(m, k, device="cuda").to(dtype)
+        y = torch.empty(m, n, device="cuda", dtype=dtype)
+        return [(lambda w=w: torch.matmul(x, w, out=y)) for w in ws]
+
+    return Setup(wbytes, make_calls)
+
+
+def setup_torch_int4(k: int, n: int, l2: int) -> Setup:
+    """torch._weight_int4pack_mm (tinygemm), BF16, group 128: weight [N, K/2] uint8 -> _convert_weight_to_int4pack."""
+    torch = _torch()
+    group = 128
+    inner_k_tiles = 8
+    w8 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
+    packed0 = torch._convert_weight_to_int4pack(w8, inner_k_tiles)
+    wbytes = packed0.numel() * packed0.element_size() + (k // group) * n * 2 * 2
+    copies = copies_for(wbytes, l2)
+    packed = [packed0] + [torch._convert_weight_to_int4pack(torch.randint_like(w8, 0, 256), inner_k_tiles)
+                          for _ in range(copies - 1)]
+    sz = [(torch.rand(k // group, n, 2, device="cuda") * 0.01).to(torch.bfloat16) for _ in range(copies)]
+
+    def make_calls(m: int):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        return [(lambda p=p, s=s: torch._weight_int4pack_mm(x, p, group, s)) for p, s in zip(packed, sz)]
+
+    return Setup(wbytes, make_calls, note=f"innerKTiles={inner_k_tiles}")
+
+
+# ---- timing ------------------------------------------------------------------------------------------------------
+def time_calls(calls: list[Callable[[], None]], min_calls: int = 24, replays: int = 25) -> float:
+    """Median microseconds per call, from CUDA-graph replays of the calls in a cycle."""
+    torch = _torch()
+    per_graph = len(calls) * math.ceil(min_calls / len(calls))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls:  # warm-up (cuBLAS handles, lazy module loads) outside the capture
+            c()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(per_graph):
+            calls[i % len(calls)]()
+    graph.replay()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / per_graph)
+    del graph
+    return statistics.median(times)
+
+
+def copy_bandwidth(nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written (as nvbandwidth does)."""
+    torch = _torch()
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    us = time_calls([lambda: dst.copy_(src)], min_calls=8, replays=15)
+    del src, dst
+    return 2 * nbytes / us / 1e3
+
+
+# ---- driver ------------------------------------------------------------------------------------------------------
+def build_setups(lib, k, n, l2, methods, sweep_candidates):
+    setups = {}
+    for name in methods:
+        try:
+            if name == "int8_pc":
+                setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2)
+            elif name == "int4_g128":
+                setups[name] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2)
+            elif name == "int4_g128_asym":
+                setups[name] = setup_ours(lib, k, n, 4, 128, True, "fp16", l2)
+            elif name == "int4_g128_bf16":
+                setups[name] = setup_ours(lib, k, n, 4, 128, False, "bf16", l2)
+            elif name == "cublas_fp16":
+                setups[name] = setup_cublas(k, n, "fp16", l2)
+            elif name == "cublas_bf16":
+                setups[name] = setup_cublas(k, n, "bf16", l2)
+            elif name == "torch_int4":
+                setups[name] = setup_torch_int4(k, n, l2)
+            else:
+                raise ValueError(f"unknown method {name}")
+        except Exception as e:  # a baseline that fails to set up is reported, not fatal
+            setups[name] = e
+    if sweep_candidates:
+        names = lib.candidates()
+        for cid, cname in enumerate(names):
+            if cname.startswith("gemv"):
+                setups[f"int4_g128@{cname}"] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2, candidate=cid)
+                setups[f"int8_pc@{cname}"] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, candidate=cid)
+    return setups
+
+
+def run(shapes, ms, methods, sweep_candidates=False, log=print) -> dict:
+    torch = _torch()
+    lib = K.load()
+    props = torch.cuda.get_device_properties(0)
+    l2 = int(getattr(props, "L2_cache_size", 50 << 20))
+    copy_gbps = copy_bandwidth()
+    log(f"device {props.name}, sm {props.major}{props.minor}, L2 {l2 >> 20} MiB, copy bandwidth {copy_gbps:.0f} GB/s "
+        f"(read + write)")
+    rows: list[Row] = []
+    for k, n in shapes:
+        setups = build_setups(lib, k, n, l2, methods, sweep_candidates)
+        for m in ms:
+            for name, st in setups.items():
+                if isinstance(st, Exception):
+                    rows.append(Row(k, n, m, name, None, 0, error=f"{type(st).__name__}: {st}"))
+                    continue
+                try:
+                    us = time_calls(st.make_calls(m))
+                    rows.append(Row(k, n, m, name, us, st.weight_bytes))
+                except Exception as e:
+                    rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(e).__name__}: {e}"))
+            log(summary_line(rows, k, n, m, copy_gbps))
+        del setups
+        torch.cuda.empty_cache()
+    dispatch = {}
+    for k, n in shapes:
+        for m in ms:
+            p = K.make_params(m=m, n=n, k=k, bits=4, group_size=128)
+            cid = lib.dispatch(p, props.major * 10 + props.minor)
+            dispatch[f"{k}x{n}/m{m}"] = lib.candidate_name(cid) if cid >= 0 else None
+    return {
+        "device": props.name,
+        "sm": props.major * 10 + props.minor,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "torch": torch.__version__,
+        "copy_gbps": copy_gbps,
+        "l2_bytes": l2,
+        "dispatch_int4_g128": dispatch,
+        "rows": [dict(k=r.k, n=r.n, m=r.m, method=r.method, us=r.us, weight_bytes=r.weight_bytes, gbps=r.gbps,
+                      frac_copy=(r.gbps / copy_gbps if r.gbps else None), tflops=r.tflops, error=r.error)
+                 for r in rows],
+    }
+
+
+def _get(rows, k, n, m, method):
+    for r in rows:
+        if (r.k, r.n, r.m, r.method) == (k, n, m, method):
+            return r
+    return None
+
+
+def summary_line(rows, k, n, m, copy_gbps) -> str:
+    def us(meth):
+        r = _get(rows, k, n, m, meth)
+        return f"{r.us:8.1f}" if r and r.us else "     n/a"
+
+    def ratio(a, b):
+        ra, rb = _get(rows, k, n, m, a), _get(rows, k, n, m, b)
+        return f"{rb.us / ra.us:5.2f}x" if ra and rb and ra.us and rb.us else "   n/a"
+
+    def frac(meth):
+        r = _get(rows, k, n, m, meth)
+        return f"{100 * r.gbps / copy_gbps:5.1f}%" if r and r.us else "   n/a"
+
+    line = (f"{k:>6}x{n:<6} M={m:<3}| " + " ".join(us(x) for x in BASELINES) + " | " + " ".join(us(x) for x in OURS)
+            + f" | {frac('int4_g128')} {frac('int8_pc')} | {ratio('int4_g128', 'cublas_fp16')} "
+            f"{ratio('int4_g128', 'torch_int4')} {ratio('int8_pc', 'cublas_fp16')}")
+    extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
+    if extra:
+        line += "  | " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1][-3:]}={r.us:.1f}"
+                                  for r in extra)
+    errors = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and r.error]
+    for r in errors:
+        line += f"\n    {r.method}: {r.error[:200]}"
+    return line
+
+
+HEADER = (f"{'K x N':>13} {'M':<4}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>8} | {'int8pc':>8} {'int4g128':>8} "
+          f"{'int4asym':>8} | {'i4 %BW':>6} {'i8 %BW':>6} | {'i4/cuB':>6} {'i4/ti4':>6} {'i8/cuB':>6}   (times in us)")
+
+
+def parse_shapes(text: str):
+    out = []
+    for item in text.split(","):
+        k, n = item.lower().split("x")
+        out.append((int(k), int(n)))
+    return out
+
+
+def run_one(spec: str) -> None:
+    """A few plain launches of one case (for ncu): METHOD,M,K,N."""
+    torch = _torch()
+    method, m, k, n = spec.split(",")
+    m, k, n = int(m), int(k), int(n)
+    lib = K.load()
+    setups = build_setups(lib, k, n, 0, [method], False)
+    st = setups[method]
+    if isinstance(st, Exception):
+        raise st
+    calls = st.make_calls(m)
+    for _ in range(3):
+        calls[0]()
+    torch.cuda.synchronize()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m trt_woq.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: the issue's eight)")
+    ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values (default 1,4,16)")
+    ap.add_argument("--methods", default=",".join(BASELINES + OURS), help="comma-separated; also int4_g128_bf16")
+    ap.add_argument("--candidates", action="store_true", help="also time every GEMV candidate by id")
+    ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
+    ap.add_argument("--one", help="METHOD,M,K,N: launch one case a few times and exit (for ncu)")
+    args = ap.parse_args(argv)
+    try:
+        torch = _torch()
+    except ImportError:
+        print("the benchmark needs torch with CUDA", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("no CUDA device visible: the benchmark needs a GPU", file=sys.stderr)
+        return 2
+    if args.one:
+        run_one(args.one)
+        return 0
+    ms = [int(x) for x in args.m.split(",")]
+    print(HEADER, flush=True)
+    result = run(args.shapes, ms, args.methods.split(","), args.candidates, log=lambda s: print(s, flush=True))
+    result["command"] = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device call for the decode kernels (issue 3): build, correctness, compute-sanitizer, benchmark, ncu.
+#   bash tests/device/run_kernels.sh [check|sanitize|bench|ncu ...]   (default: all four, in this order)
+# Logs and bench.json go to $OUT (the device tool's folder) or ./kernels-out.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[[ -f .device/prelude.sh ]] && source .device/prelude.sh
+OUT=${OUT:-$PWD/kernels-out}
+mkdir -p "$OUT"
+steps=("$@"); [[ ${#steps[@]} -eq 0 ]] && steps=(check sanitize bench ncu)
+rc=0
+
+t0=$(date +%s)
+lib=build/plugins/kernels/libtrt_woq_kernels.so
+if ! { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+        && cmake --build build --target trt_woq_kernels -j16; } > "$OUT/build.log" 2>&1; then
+  echo "top-level build failed (tail below); building the kernels alone"; tail -5 "$OUT/build.log"
+  lib=build-kernels/kernels/libtrt_woq_kernels.so
+  { cmake -S tests/device/kernels_build -B build-kernels -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES=90a-real && cmake --build build-kernels -j16; } >> "$OUT/build.log" 2>&1 \
+    || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+echo "build: $(( $(date +%s) - t0 )) s -> $lib"
+export TRT_WOQ_KERNELS_PATH=$PWD/$lib
+export PYTHONPATH=$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+
+for step in "${steps[@]}"; do
+  t0=$(date +%s)
+  case $step in
+    check)
+      timeout 420 python3 tests/device/kernels_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" | tail -5
+      r=${PIPESTATUS[0]}; grep "^FAIL" "$OUT/check.log" | head -20
+      [[ $r -ne 0 ]] && rc=1 ;;
+    sanitize)
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        python3 tests/device/kernels_check.py --quick > "$OUT/sanitize.log" 2>&1
+      r=$?; echo "compute-sanitizer memcheck (--quick subset): rc $r"; grep -E "passed|ERROR SUMMARY|Invalid" "$OUT/sanitize.log" | head -8
+      [[ $r -ne 0 ]] && rc=1 ;;
+    bench)
+      timeout 400 python3 -m trt_woq.bench --candidates --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+      [[ ${PIPESTATUS[0]} -ne 0 ]] && rc=1 ;;
+    ncu)
+      timeout 200 ncu --clock-control none -k regex:gemv_kernel --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        python3 -m trt_woq.bench --one int4_g128,1,14336,4096 > "$OUT/ncu_m1.log" 2>&1
+      grep -E "Throughput|Duration|Registers|Achieved Occupancy|Theoretical Occupancy|Block Size|Grid Size|Waves" "$OUT/ncu_m1.log" | head -20
+      timeout 200 ncu --clock-control none -k regex:gemv_kernel --launch-count 1 --section SpeedOfLight \
+        python3 -m trt_woq.bench --one int4_g128,16,14336,4096 > "$OUT/ncu_m16.log" 2>&1
+      grep -E "Throughput|Duration" "$OUT/ncu_m16.log" | head -8 ;;
+    *) echo "unknown step $step"; rc=1 ;;
+  esac
+  echo "== $step: $(( $(date +%s) - t0 )) s"
+done
+exit $rc
