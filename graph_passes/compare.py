@@ -346,17 +346,19 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
         raise UserError(f"the models have different inputs: {sorted(feeds)} vs {sorted(q_inputs)}")
 
     with tempfile.TemporaryDirectory(prefix="trt_woq_compare_") as tmp:
-        q_run_path, via = quantized_path, "onnxruntime (CPU)"
-        if has_plugin_nodes(quantized):
-            import onnx
+        run_paths, via = {}, "onnxruntime (CPU)"
+        for role, path, model in (("original", original_path, original), ("quantized", quantized_path, quantized)):
+            run_paths[role] = path
+            if has_plugin_nodes(model):
+                import onnx
 
-            twin = plugin_to_qdq(quantized)
-            q_run_path = os.path.join(tmp, "qdq_twin.onnx")
-            # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
-            onnx.save(twin, q_run_path, save_as_external_data=True, location="qdq_twin.onnx.data")
-            via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
+                run_paths[role] = os.path.join(tmp, f"{role}_qdq_twin.onnx")
+                # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
+                onnx.save(plugin_to_qdq(model), run_paths[role], save_as_external_data=True,
+                          location=f"{role}_qdq_twin.onnx.data")
+                via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
         del quantized
-        runners = [_session(original_path, "original"), _session(q_run_path, "quantized")]
+        runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:
             from polygraphy.logger import G_LOGGER
 

@@ -9,9 +9,14 @@ o MatMul -> residual Add -> RMSNorm -> gate/up MatMul -> SiLU(gate) * up -> down
 final RMSNorm -> lm_head MatMul -> logits. Batch and sequence length are dynamic. Every projection is a MatMul whose
 second input is a constant [K, N] initializer, named after its Hugging Face module (``layers.0.self_attn.q_proj``).
 
-Weights are N(0, 1/sqrt(fan_in)); in every projection a few input channels (rows of W, default 4) are scaled by a
-factor drawn from [10, 30], the way real LLM weights carry a handful of outlier channels. RMSNorm runs in float32
-with Casts around it in an fp16 graph, as Hugging Face's LlamaRMSNorm does. The seed makes the weights reproducible.
+Weights are N(0, 1/sqrt(fan_in)); the last projection of each residual branch (o_proj, down_proj) is further
+scaled by 1/sqrt(2 * layers), the GPT-2 / Megatron-LM initialization, and the embedding table (or the hidden-states
+input) is N(0, 1), so that each block adds a moderate update to the residual stream, as in trained models. A few
+hidden channels (default 4, the same ones in every layer) are outlier channels, as in trained LLMs: every RMSNorm
+weight is 10 to 30 times larger on them, so the activations entering q/k/v, gate/up and lm_head carry a handful of
+input channels 10-30x larger than the rest, and any weight error in those rows of W is amplified by as much.
+RMSNorm runs in float32 with Casts around it in an fp16 graph, as Hugging Face's LlamaRMSNorm does. The seed makes
+the weights reproducible.
 """
 
 from __future__ import annotations
@@ -54,14 +59,14 @@ class _Builder:
         self.nodes.append(helper.make_node(op_type, inputs, outputs, name=name, **attrs))
         return outputs if n_out > 1 else outputs[0]
 
-    def linear(self, x: str, k: int, n: int, name: str, n_outliers: int) -> str:
-        w = self.rng.standard_normal((k, n)) / np.sqrt(k)
-        rows = self.rng.choice(k, size=min(n_outliers, k), replace=False)
-        w[rows] *= self.rng.uniform(10.0, 30.0, size=(rows.size, 1))
+    def linear(self, x: str, k: int, n: int, name: str, gain: float = 1.0) -> str:
+        w = self.rng.standard_normal((k, n)) * (gain / np.sqrt(k))
         return self.op("MatMul", [x, self.init(f"{name}.weight", w.astype(self.np_dtype))], name)
 
-    def rms_norm(self, x: str, hidden: int, name: str, eps: float) -> str:
-        gamma = (1.0 + 0.1 * self.rng.standard_normal(hidden)).astype(np.float32)
+    def rms_norm(self, x: str, hidden: int, name: str, eps: float, outliers: np.ndarray) -> str:
+        gamma = 1.0 + 0.1 * self.rng.standard_normal(hidden)
+        gamma[outliers] *= self.rng.uniform(10.0, 30.0, size=outliers.size)
+        gamma = gamma.astype(np.float32)
         if self.np_dtype != np.float32:
             x = self.op("Cast", [x], f"{name}.cast_in", to=TensorProto.FLOAT)
         sq = self.op("Mul", [x, x], f"{name}.square")
@@ -95,10 +100,12 @@ def build(hidden: int = 512, intermediate: int = 1536, layers: int = 2, heads: i
     np_dtype, onnx_dtype = DTYPES[dtype]
     b = _Builder(np_dtype, onnx_dtype, np.random.default_rng(seed))
     eps = 1e-5
+    outlier_channels = b.rng.choice(hidden, size=min(outliers, hidden), replace=False)
+    residual_gain = 1.0 / np.sqrt(2 * layers)  # GPT-2 / Megatron-LM scaling of the residual branches' last projection
 
     if input_kind == "ids":
         graph_input = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])
-        table = (b.rng.standard_normal((vocab, hidden)) * 0.02).astype(np_dtype)
+        table = b.rng.standard_normal((vocab, hidden)).astype(np_dtype)
         x = b.op("Gather", [b.init("embed_tokens.weight", table), "input_ids"], "embed_tokens", axis=0)
         shape_src = "input_ids"
     elif input_kind == "hidden":
@@ -144,11 +151,11 @@ def build(hidden: int = 512, intermediate: int = 1536, layers: int = 2, heads: i
 
     for i in range(layers):
         p = f"layers.{i}"
-        h = b.rms_norm(x, hidden, f"{p}.input_layernorm", eps)
-        q = heads_first(b.linear(h, hidden, heads * head_dim, f"{p}.self_attn.q_proj", outliers), heads, f"{p}.q")
-        k = heads_first(b.linear(h, hidden, kv_heads * head_dim, f"{p}.self_attn.k_proj", outliers), kv_heads,
+        h = b.rms_norm(x, hidden, f"{p}.input_layernorm", eps, outlier_channels)
+        q = heads_first(b.linear(h, hidden, heads * head_dim, f"{p}.self_attn.q_proj"), heads, f"{p}.q")
+        k = heads_first(b.linear(h, hidden, kv_heads * head_dim, f"{p}.self_attn.k_proj"), kv_heads,
                         f"{p}.k")
-        v = heads_first(b.linear(h, hidden, kv_heads * head_dim, f"{p}.self_attn.v_proj", outliers), kv_heads,
+        v = heads_first(b.linear(h, hidden, kv_heads * head_dim, f"{p}.self_attn.v_proj"), kv_heads,
                         f"{p}.v")
         if rotary:
             q, k = rope(q, f"{p}.q_rope"), rope(k, f"{p}.k_rope")
@@ -160,19 +167,19 @@ def build(hidden: int = 512, intermediate: int = 1536, layers: int = 2, heads: i
         ctx = b.op("Transpose", [b.op("MatMul", [probs, v], f"{p}.attn.pv")], f"{p}.attn.ctx_transpose",
                    perm=[0, 2, 1, 3])
         ctx = b.op("Reshape", [ctx, b.const([0, 0, heads * head_dim], np.int64)], f"{p}.attn.ctx_reshape")
-        x = b.op("Add", [x, b.linear(ctx, heads * head_dim, hidden, f"{p}.self_attn.o_proj", outliers)],
+        x = b.op("Add", [x, b.linear(ctx, heads * head_dim, hidden, f"{p}.self_attn.o_proj", residual_gain)],
                  f"{p}.attn_residual")
 
-        h = b.rms_norm(x, hidden, f"{p}.post_attention_layernorm", eps)
-        gate = b.linear(h, hidden, intermediate, f"{p}.mlp.gate_proj", outliers)
-        up = b.linear(h, hidden, intermediate, f"{p}.mlp.up_proj", outliers)
+        h = b.rms_norm(x, hidden, f"{p}.post_attention_layernorm", eps, outlier_channels)
+        gate = b.linear(h, hidden, intermediate, f"{p}.mlp.gate_proj")
+        up = b.linear(h, hidden, intermediate, f"{p}.mlp.up_proj")
         act = b.op("Mul", [gate, b.op("Sigmoid", [gate], f"{p}.mlp.sigmoid")], f"{p}.mlp.silu")
         down = b.linear(b.op("Mul", [act, up], f"{p}.mlp.gate_mul_up"), intermediate, hidden,
-                        f"{p}.mlp.down_proj", outliers)
+                        f"{p}.mlp.down_proj", residual_gain)
         x = b.op("Add", [x, down], f"{p}.mlp_residual")
 
-    h = b.rms_norm(x, hidden, "norm", eps)
-    logits = b.linear(h, hidden, vocab, "lm_head", outliers)
+    h = b.rms_norm(x, hidden, "norm", eps, outlier_channels)
+    logits = b.linear(h, hidden, vocab, "lm_head")
     b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits"))
 
     graph = helper.make_graph(b.nodes, "llama_sample", [graph_input],
@@ -198,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="ids: input_ids [batch, seq] int64 through an embedding table; hidden: hidden_states "
                              "[batch, seq, hidden] (default ids)")
     parser.add_argument("--no-rotary", dest="rotary", action="store_false", help="leave out rotary embeddings")
-    parser.add_argument("--outliers", type=int, default=4, help="outlier input channels per projection (default 4)")
+    parser.add_argument("--outliers", type=int, default=4,
+                        help="outlier hidden channels: RMSNorm weights 10-30x larger there (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="weights seed (default 0)")
     args = parser.parse_args(argv)
     try:
