@@ -17,11 +17,13 @@ extern "C"
 
 TRT_WOQ_PLUGIN_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* finder)
 {
+    TRT_WOQ_TRACE("setLoggerFinder");
     trt_woq::plugin::setLoggerFinder(finder);
 }
 
 TRT_WOQ_PLUGIN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators)
 {
+    TRT_WOQ_TRACE("getCreators");
     static trt_woq::plugin::WeightOnlyLinearPluginCreator weightOnlyLinearCreator;
     static nvinfer1::IPluginCreatorInterface* const creators[] = {&weightOnlyLinearCreator};
     nbCreators = static_cast<int32_t>(sizeof(creators) / sizeof(creators[0]));

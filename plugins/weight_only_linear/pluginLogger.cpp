@@ -29,6 +29,21 @@ char const* severityName(nvinfer1::ILogger::Severity s) noexcept
 }
 } // namespace
 
+bool traceEnabled() noexcept
+{
+    static bool const enabled = [] {
+        char const* v = std::getenv("TRT_WOQ_PLUGIN_TRACE");
+        return v != nullptr && *v != '\0' && *v != '0';
+    }();
+    return enabled;
+}
+
+void trace(char const* entryPoint) noexcept
+{
+    std::fprintf(stderr, "[trt_woq trace] %s\n", entryPoint);
+    std::fflush(stderr);
+}
+
 void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
 {
     std::lock_guard<std::mutex> lock(gMutex);

@@ -21,6 +21,19 @@ inline void logError(std::string const& message) noexcept { log(nvinfer1::ILogge
 inline void logWarning(std::string const& message) noexcept { log(nvinfer1::ILogger::Severity::kWARNING, message); }
 inline void logVerbose(std::string const& message) noexcept { log(nvinfer1::ILogger::Severity::kVERBOSE, message); }
 
+// TRT_WOQ_PLUGIN_TRACE=1 in the environment prints every entry point TensorRT calls, straight to stderr (unbuffered,
+// no logger involved): the last line before a crash in the host names the call it was in.
+bool traceEnabled() noexcept;
+void trace(char const* entryPoint) noexcept;
+#define TRT_WOQ_TRACE(entryPoint)                                                                                      \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        if (::trt_woq::plugin::traceEnabled())                                                                         \
+        {                                                                                                              \
+            ::trt_woq::plugin::trace(entryPoint);                                                                      \
+        }                                                                                                              \
+    } while (0)
+
 } // namespace plugin
 } // namespace trt_woq
 

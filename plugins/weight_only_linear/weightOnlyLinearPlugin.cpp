@@ -157,6 +157,7 @@ WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(std::string name, WeightOnlyLinea
     : mName(std::move(name))
     , mParams(params)
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::WeightOnlyLinearPlugin");
 }
 
 WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(WeightOnlyLinearPlugin const& other)
@@ -174,11 +175,13 @@ WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(WeightOnlyLinearPlugin const& oth
     , mTactic(other.mTactic)
     , mCandidate(other.mCandidate)
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(copy)");
     // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
 }
 
 IPluginCapability* WeightOnlyLinearPlugin::getCapabilityInterface(PluginCapabilityType type) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getCapabilityInterface");
     try
     {
         switch (type)
@@ -198,6 +201,7 @@ IPluginCapability* WeightOnlyLinearPlugin::getCapabilityInterface(PluginCapabili
 
 IPluginV3* WeightOnlyLinearPlugin::clone() noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::clone");
     try
     {
         return new WeightOnlyLinearPlugin(*this);
@@ -211,16 +215,19 @@ IPluginV3* WeightOnlyLinearPlugin::clone() noexcept
 
 char const* WeightOnlyLinearPlugin::getPluginName() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getPluginName");
     return kPLUGIN_NAME;
 }
 
 char const* WeightOnlyLinearPlugin::getPluginVersion() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getPluginVersion");
     return kPLUGIN_VERSION;
 }
 
 char const* WeightOnlyLinearPlugin::getPluginNamespace() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getPluginNamespace");
     return kPLUGIN_NAMESPACE;
 }
 
@@ -230,12 +237,14 @@ char const* WeightOnlyLinearPlugin::getPluginNamespace() const noexcept
 
 int32_t WeightOnlyLinearPlugin::getNbOutputs() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getNbOutputs");
     return 1;
 }
 
 int32_t WeightOnlyLinearPlugin::getOutputDataTypes(
     DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getOutputDataTypes");
     try
     {
         if (nbOutputs != 1 || nbInputs != mParams.nbInputs())
@@ -265,6 +274,7 @@ int32_t WeightOnlyLinearPlugin::getOutputShapes(DimsExprs const* inputs, int32_t
     DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, DimsExprs* outputs, int32_t nbOutputs,
     IExprBuilder& exprBuilder) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getOutputShapes");
     try
     {
         if (nbInputs != mParams.nbInputs() || nbOutputs != 1 || nbShapeInputs != 0)
@@ -303,6 +313,7 @@ int32_t WeightOnlyLinearPlugin::getOutputShapes(DimsExprs const* inputs, int32_t
 bool WeightOnlyLinearPlugin::supportsFormatCombination(
     int32_t pos, DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::supportsFormatCombination");
     try
     {
         if (nbInputs != mParams.nbInputs() || nbOutputs != 1 || pos < 0 || pos >= nbInputs + nbOutputs)
@@ -351,6 +362,7 @@ void WeightOnlyLinearPlugin::fillSizes(void* paramsOut, int64_t m) const
 
 std::vector<int32_t> WeightOnlyLinearPlugin::validCandidates() const
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::validCandidates");
     std::vector<int32_t> ids;
     int32_t const count = trt_woq_linear_candidate_count();
     for (int32_t id = 0; id < count; ++id)
@@ -373,6 +385,7 @@ std::vector<int32_t> WeightOnlyLinearPlugin::validCandidates() const
 int32_t WeightOnlyLinearPlugin::configurePlugin(
     DynamicPluginTensorDesc const* in, int32_t nbInputs, DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::configurePlugin");
     try
     {
         if (nbInputs != mParams.nbInputs() || nbOutputs != 1)
@@ -448,6 +461,7 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
 size_t WeightOnlyLinearPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
     DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getWorkspaceSize");
     try
     {
         if (nbInputs != mParams.nbInputs())
@@ -487,6 +501,7 @@ size_t WeightOnlyLinearPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* i
 
 int32_t WeightOnlyLinearPlugin::getNbTactics() noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getNbTactics");
     try
     {
         return static_cast<int32_t>(validCandidates().size());
@@ -500,6 +515,7 @@ int32_t WeightOnlyLinearPlugin::getNbTactics() noexcept
 
 int32_t WeightOnlyLinearPlugin::getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getValidTactics");
     try
     {
         std::vector<int32_t> const ids = validCandidates();
@@ -523,6 +539,7 @@ int32_t WeightOnlyLinearPlugin::getValidTactics(int32_t* tactics, int32_t nbTact
 
 char const* WeightOnlyLinearPlugin::getTimingCacheID() noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getTimingCacheID");
     return mTimingCacheId.empty() ? nullptr : mTimingCacheId.c_str();
 }
 
@@ -532,6 +549,7 @@ char const* WeightOnlyLinearPlugin::getTimingCacheID() noexcept
 
 int32_t WeightOnlyLinearPlugin::setTactic(int32_t tactic) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::setTactic");
     try
     {
         int32_t const count = trt_woq_linear_candidate_count();
@@ -553,6 +571,7 @@ int32_t WeightOnlyLinearPlugin::setTactic(int32_t tactic) noexcept
 
 void WeightOnlyLinearPlugin::chooseCandidate()
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::chooseCandidate");
     mCandidate = TRT_WOQ_CANDIDATE_AUTO;
     if (mTactic == 0 || mM <= 0)
     {
@@ -575,6 +594,7 @@ void WeightOnlyLinearPlugin::chooseCandidate()
 int32_t WeightOnlyLinearPlugin::onShapeChange(
     PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::onShapeChange");
     try
     {
         if (nbInputs != mParams.nbInputs() || nbOutputs != 1)
@@ -613,6 +633,7 @@ int32_t WeightOnlyLinearPlugin::onShapeChange(
 int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
     void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::enqueue");
     try
     {
         int64_t const m = rowsOf(inputDesc[kACTIVATION_IDX].dims);
@@ -659,12 +680,14 @@ int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, Plugi
 
 IPluginV3* WeightOnlyLinearPlugin::attachToContext(IPluginResourceContext* /*context*/) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::attachToContext");
     // No per-context resources: a clone per execution context is enough.
     return clone();
 }
 
 PluginFieldCollection const* WeightOnlyLinearPlugin::getFieldsToSerialize() noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPlugin::getFieldsToSerialize");
     try
     {
         mFieldsToSerialize.clear();
@@ -689,6 +712,7 @@ PluginFieldCollection const* WeightOnlyLinearPlugin::getFieldsToSerialize() noex
 
 WeightOnlyLinearPluginCreator::WeightOnlyLinearPluginCreator()
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPluginCreator::WeightOnlyLinearPluginCreator");
     // The ONNX parser passes only the fields listed here (onnx-tensorrt loadFields), INT attributes as kINT32.
     for (IntField const& f : kINT_FIELDS)
     {
@@ -700,27 +724,32 @@ WeightOnlyLinearPluginCreator::WeightOnlyLinearPluginCreator()
 
 char const* WeightOnlyLinearPluginCreator::getPluginName() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPluginCreator::getPluginName");
     return kPLUGIN_NAME;
 }
 
 char const* WeightOnlyLinearPluginCreator::getPluginVersion() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPluginCreator::getPluginVersion");
     return kPLUGIN_VERSION;
 }
 
 char const* WeightOnlyLinearPluginCreator::getPluginNamespace() const noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPluginCreator::getPluginNamespace");
     return kPLUGIN_NAMESPACE;
 }
 
 PluginFieldCollection const* WeightOnlyLinearPluginCreator::getFieldNames() noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPluginCreator::getFieldNames");
     return &mFc;
 }
 
 IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
     char const* name, PluginFieldCollection const* fc, TensorRTPhase phase) noexcept
 {
+    TRT_WOQ_TRACE("WeightOnlyLinearPluginCreator::createPlugin");
     std::string const layer = name ? name : "";
     try
     {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# WeightOnlyLinear plugin checks on the lent GPU machine, in two calls (TensorRT-RTX travels in two halves, see
+# ../shared/device/README.md). Logs go to $OUT (or ./device_out).
+#
+#   call 1, carry .device/trtrtx/a .device/prelude.sh .device/tensorrt third_party/tensorrt-10.13-include build/c_models:
+#     bash tests/plugins/weight_only_linear/device_run.sh harness
+#       builds libtrt_woq_plugin (TensorRT 11.1 headers) + the conformance harness, and the plugin again against the
+#       10.13 headers; runs the harness on the synthetic matrix and on every WeightOnlyLinear node of the models in
+#       build/c_models; then compute-sanitizer memcheck on a short run.
+#   call 2 (at once, same warm machine), carry .device/whl .device/prelude.sh .device/tensorrt .device/trtrtx/b
+#                                              build/c_models:
+#     bash tests/plugins/weight_only_linear/device_run.sh rtx
+#       TensorRT-RTX: load each plugin build, parse the minimal model and the quantized samples, build engines.
+set -uo pipefail
+mode=${1:?harness or rtx}
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+cd "$root"
+out=${OUT:-$root/device_out}
+mkdir -p "$out"
+source .device/prelude.sh
+bdir=build/dev-c
+here=tests/plugins/weight_only_linear
+
+if [[ $mode == harness ]]; then
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  t0=$SECONDS
+  cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+    -DTENSORRT_INCLUDE_DIR="$TENSORRT_INCLUDE_DIR" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+  grep "trt_woq:" "$out/cmake.log"
+  cmake --build $bdir --target trt_woq_plugin weight_only_linear_conformance > "$out/build.log" 2>&1 \
+    || { grep -B2 -A8 "error" "$out/build.log" | head -60; exit 1; }
+  echo "build: $((SECONDS - t0)) s"
+  # The same plugin sources against TensorRT 10.13's headers, linked to the kernels just built.
+  mkdir -p $bdir/plugin1013
+  g++ -std=c++17 -O2 -fPIC -shared -fvisibility=hidden -Wl,--version-script=plugins/weight_only_linear/exports.map \
+    -isystem third_party/tensorrt-10.13-include -isystem /usr/local/cuda/include -Iplugins/kernels/include \
+    plugins/weight_only_linear/{pluginLibrary,pluginLogger,weightOnlyLinearPlugin}.cpp \
+    -L$bdir/plugins/kernels -ltrt_woq_kernels -Wl,-rpath,"$root/$bdir/plugins/kernels" \
+    -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -o $bdir/plugin1013/libtrt_woq_plugin.so \
+    && echo "plugin against TensorRT 10.13 headers: built" || echo "plugin against TensorRT 10.13 headers: FAILED"
+  g++ -std=c++17 -O2 -fPIC -shared $here/rtx/terminate_backtrace.cpp -o $bdir/terminate_backtrace.so
+  lib=$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so
+  nm -D --defined-only $lib | awk '{print "exported:", $3}'
+  models=()
+  for m in build/c_models/*.onnx; do [[ -f $m ]] && models+=(--model "$m"); done
+  python3 $here/make_cases.py $bdir/cases --synthetic "${models[@]}" || exit 1
+  t0=$SECONDS
+  $bdir/tests/plugins/weight_only_linear/weight_only_linear_conformance $lib $bdir/cases --m 1,3,16,127,4096 \
+    2>&1 | tee "$out/conformance.log" | grep -v "^  \[plugin log\]"
+  rc=${PIPESTATUS[0]}
+  echo "harness exit $rc, $((SECONDS - t0)) s"
+  # memcheck over the synthetic cases at small M (kernels under memcheck are slow).
+  python3 $here/make_cases.py $bdir/cases_small --synthetic -k 256 -n 128 > /dev/null
+  timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+    $bdir/tests/plugins/weight_only_linear/weight_only_linear_conformance $lib $bdir/cases_small --m 1,37 \
+    > "$out/memcheck.log" 2>&1
+  echo "memcheck exit $? ($(grep -c "ERROR SUMMARY: 0 errors" "$out/memcheck.log") clean summaries): $(tail -2 "$out/memcheck.log" | tr '\n' ' ')"
+  exit $rc
+fi
+
+if [[ $mode == rtx ]]; then
+  if [[ ! -f /tmp/site/tensorrt_rtx_libs/libtensorrt_rtx.so.1 ]]; then
+    echo "TensorRT-RTX not assembled (fresh machine: half a is missing); run the harness call first"; exit 3
+  fi
+  if [[ ! -f $bdir/plugins/weight_only_linear/libtrt_woq_plugin.so ]]; then
+    echo "plugin not built on this machine (run the harness call first)"; exit 3
+  fi
+  which gdb || true
+  plugins=(--plugin "$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so")
+  [[ -f $bdir/plugin1013/libtrt_woq_plugin.so ]] && plugins+=(--plugin "$root/$bdir/plugin1013/libtrt_woq_plugin.so")
+  models=(--onnx "$bdir/woq_minimal.onnx")
+  python3 -c "
+import sys; sys.path.insert(0, '$here/rtx'); from pathlib import Path
+import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_minimal.onnx'))"
+  for m in build/c_models/*.onnx; do [[ -f $m ]] && models+=(--onnx "$m"); done
+  python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --preload "$root/$bdir/terminate_backtrace.so" \
+    --out "$out"
+  exit $?
+fi
+echo "unknown mode $mode"; exit 2
