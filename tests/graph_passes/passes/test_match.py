@@ -1,0 +1,92 @@
+"""Pattern finder: each pattern, the transforms of the weight, sharing keys, and the skip reasons."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_graphsurgeon as gs
+import pytest
+from onnx import numpy_helper
+
+import models
+from graph_passes import QuantConfig
+from graph_passes.passes import find_linear_layers
+
+
+def _find(model, **cfg):
+    matches, skips = find_linear_layers(gs.import_onnx(model), QuantConfig(**cfg))
+    return {m.node.name: m for m in matches}, {s.node.name: s for s in skips}
+
+
+def _init(model, name):
+    return next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name)
+
+
+def test_matmul_and_matmul_add_rank3_dynamic(rng):
+    model = models.mlp(rng)
+    matches, skips = _find(model, group_size=64)
+    assert not skips and set(matches) == {"fc1", "fc2"}
+    fc1, fc2 = matches["fc1"], matches["fc2"]
+    assert fc1.pattern == "MatMul+Add" and fc1.output.name == "h1" and fc1.add_node.name == "fc1_bias"
+    assert np.array_equal(fc1.bias, _init(model, "b1").astype(np.float64))
+    assert (fc1.k, fc1.n, fc2.k, fc2.n) == (128, 256, 256, 128)
+    assert fc2.pattern == "MatMul" and fc2.bias is None and fc1.graph_act == "fp32"
+    assert np.array_equal(fc1.load_weight(None), _init(model, "w1"))
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm_alpha_beta_transb(rng, trans_b):
+    model = models.gemm(rng, alpha=0.5, beta=2.0, trans_b=trans_b)
+    matches, skips = _find(model)
+    m = matches["gemm"]
+    b = _init(model, "w")
+    assert (m.k, m.n) == (128, 256) and m.pattern == "Gemm"
+    assert np.array_equal(m.load_weight(None), (b.T if trans_b else b) * np.float32(0.5))
+    assert np.array_equal(m.bias, _init(model, "c").astype(np.float64) * 2.0)
+
+
+def test_gemm_refusals(rng):
+    model = models.gemm(rng, c_shape=(1, 1))
+    assert "Gemm C" in _find(model)[1]["gemm"].reason
+    model = models.gemm(rng)
+    model.graph.node[0].attribute.append(__import__("onnx").helper.make_attribute("transA", 1))
+    assert "transA=1" in _find(model)[1]["gemm"].reason
+
+
+def test_weight_behind_cast_and_transpose(rng):
+    model = models.cast_transpose(rng)
+    matches, skips = _find(model)
+    assert not skips
+    mc, mt = matches["mm_cast"], matches["mm_transpose"]
+    assert mc.dtype == np.float16 and mc.graph_act == "fp16" and mc.chain == (("Cast", 10),)
+    assert np.array_equal(mc.load_weight(None), _init(model, "w32").astype(np.float16).astype(np.float32))
+    assert mt.chain == (("Transpose",),) and (mt.k, mt.n) == (128, 64)
+    assert np.array_equal(mt.load_weight(None), _init(model, "wt").T.astype(np.float32))
+
+
+def test_shared_weight_has_one_key(rng):
+    matches, _ = _find(models.shared(rng))
+    assert matches["mm_a"].key("fp16") == matches["mm_b"].key("fp16")
+    assert matches["mm_b"].pattern == "MatMul+Add"
+
+
+def test_skip_reasons(rng):
+    matches, skips = _find(models.mixed(rng, nan=True))
+    assert set(matches) == {"good", "nan_node"}  # NaN is found when quantizing (values are not loaded here)
+    assert "K not a multiple of 64" in skips["bad_k"].reason
+    assert "not constant" in skips["dynamic"].reason
+    matches, skips = _find(models.mlp(rng, k=128, hidden=96), bits=4, group_size=64)
+    assert "K not a multiple of" in skips["fc2"].reason and "fc1" in matches
+    matches, skips = _find(models.mlp(rng, k=128, hidden=192), bits=4, group_size=128)
+    assert "group size 128" in skips["fc2"].reason and "fc1" in matches
+    matches, skips = _find(models.gemm(rng, k=128, n=66))
+    assert "N not a multiple of 4" in skips["gemm"].reason
+
+
+def test_name_filters_and_min_elements(rng):
+    model = models.mlp(rng)
+    matches, skips = _find(model, include=("fc1",))
+    assert set(matches) == {"fc1"} and "--include" in skips["fc2"].reason
+    matches, skips = _find(model, exclude=("^fc1$",))
+    assert set(matches) == {"fc2"} and "--exclude" in skips["fc1"].reason
+    matches, skips = _find(model, min_elements=128 * 256 + 1)
+    assert not matches and all("min-elements" in s.reason for s in skips.values())
