@@ -73,6 +73,15 @@ if [[ $mode == rtx ]]; then
 import sys; sys.path.insert(0, '$here/rtx'); from pathlib import Path
 import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_minimal.onnx'))"
   for m in build/c_models/*.onnx; do [[ -f $m ]] && models+=(--onnx "$m"); done
+  rtxlibs=/tmp/site/tensorrt_rtx_libs
+  # The wheel ships libtensorrt_rtx.so.1 only; TensorRT-RTX's ONNX parser dlopen()s "libtensorrt_rtx.so" (found
+  # through its RPATH $ORIGIN) the first time it imports a node as a plugin. A: as shipped, B: with the dev symlink.
+  rm -f $rtxlibs/libtensorrt_rtx.so
+  echo "== A: wheel as shipped (no libtensorrt_rtx.so symlink), minimal model"
+  python3 $here/rtx/rtx_build_check.py "${plugins[@]:0:2}" --onnx "$bdir/woq_minimal.onnx" \
+    --preload "$root/$bdir/terminate_backtrace.so" --out "$out/as_shipped" | grep -v "^  /\|^  \[" | tail -8
+  ln -s libtensorrt_rtx.so.1 $rtxlibs/libtensorrt_rtx.so
+  echo "== B: with $rtxlibs/libtensorrt_rtx.so -> libtensorrt_rtx.so.1"
   python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --preload "$root/$bdir/terminate_backtrace.so" \
     --out "$out"
   exit $?
