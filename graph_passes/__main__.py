@@ -194,7 +194,10 @@ def _known_errors() -> tuple:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error already printed on one line (2)
+        return int(exc.code or 0)
     try:
         return args.func(args)
     except _known_errors() as exc:

@@ -37,13 +37,13 @@ def load_model(path: str):
                         f"{_first_line(exc) or type(exc).__name__}") from None
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise UserError(f"{path}: not an ONNX model (no graph, IR version or opset); is the file truncated?")
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:  # noqa: BLE001 - ValidationError and friends
-        raise UserError(f"{path}: invalid ONNX model (truncated?): {_first_line(exc)}") from None
     external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
     if external:
         _check_external_files(model, path)
+    try:  # by path when external data is used, so that the checker finds the data files beside the model
+        onnx.checker.check_model(path if external else model)
+    except Exception as exc:  # noqa: BLE001 - ValidationError and friends
+        raise UserError(f"{path}: invalid ONNX model (truncated?): {_first_line(exc)}") from None
     return model, os.path.dirname(os.path.abspath(path)), external
 
 
@@ -168,6 +168,12 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
         raise UserError(f"{output_path}: is the input model; choose another output path")
     if report_path and os.path.exists(report_path) and not force:
         raise UserError(f"{report_path}: already exists; pass --force to overwrite it")
+    for path in filter(None, (output_path, report_path)):
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UserError(f"{path}: output folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise UserError(f"{path}: output folder {folder} is not writable")
     model, base_dir, external = load_model(model_path)
     config.external_data_dir = base_dir
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config))

@@ -83,9 +83,11 @@ class QuantReport:
             ratio = self.weight_bytes_before / max(1, self.weight_bytes_after)
             lines.append(f"weights:   {_mb(self.weight_bytes_before)} -> {_mb(self.weight_bytes_after)} "
                          f"({ratio:.2f}x smaller) in the rewritten nodes")
-        if self.model_bytes_before:
+        if self.model_bytes_before and self.output:
             lines.append(f"model:     {_mb(self.model_bytes_before)} -> {_mb(self.model_bytes_after)} of initializers"
                          + (" (external data)" if self.external_data else ""))
+        elif self.model_bytes_before:
+            lines.append(f"model:     {_mb(self.model_bytes_before)} of initializers")
         return "\n".join(lines)
 
 

@@ -1,0 +1,130 @@
+"""Whole-model jobs: external data in and out, peak memory, the summary and the JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import tracemalloc
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import models
+from graph_passes import QuantConfig, UserError, inspect_model, quantize_model
+
+
+def _chain(rng, n_layers=8, width=512):
+    """x -> MatMul(w0) -> ... -> MatMul(w_{L-1}); every weight [width, width] float32."""
+    inits, nodes, prev = [], [], "x"
+    for i in range(n_layers):
+        inits.append(numpy_helper.from_array(models.weight(rng, width, width), f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"h{i}"], name=f"mm{i}"))
+        prev = f"h{i}"
+    vi = helper.make_tensor_value_info
+    return models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", width])],
+                             [vi(prev, TensorProto.FLOAT, ["B", width])], inits)
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_external_data_in_and_out(rng, tmp_path, fmt):
+    src = tmp_path / "src"
+    src.mkdir()
+    model = _chain(rng, n_layers=3, width=256)
+    on_disk = onnx.ModelProto()
+    on_disk.CopyFrom(model)  # save_model moves the data of the proto it saves to the external file
+    onnx.save_model(on_disk, src / "m.onnx", save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    out = tmp_path / "out" / "q.onnx"
+    out.parent.mkdir()
+    report = quantize_model(str(src / "m.onnx"), str(out), QuantConfig(format=fmt, group_size=64))
+    assert report.external_data and (out.parent / "q.onnx.data").is_file()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["q.onnx", "q.onnx.data"]  # no temporary left
+    loaded = onnx.load(str(out), load_external_data=False)
+    assert any(t.data_location == TensorProto.EXTERNAL for t in loaded.graph.initializer)
+    onnx.checker.check_model(str(out))
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    full = onnx.load(str(out))
+    y = models.ref_run(full, {"x": x})[0] if fmt == "plugin" else models.ort_run(full, {"x": x})[0]
+    y0 = models.ort_run(model, {"x": x})[0]
+    assert np.linalg.norm(y - y0) / np.linalg.norm(y0) < 0.5  # three INT4 layers; sanity only
+
+
+def test_peak_memory_near_one_weight_plus_packed(rng, tmp_path):
+    # 16 weights of 1 MiB (float32 512 x 512) in external data; numpy allocations are traced by tracemalloc.
+    model = _chain(rng, n_layers=16, width=512)
+    onnx.save_model(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    del model
+    total = 16 * 512 * 512 * 4
+    tracemalloc.start()
+    try:
+        quantize_model(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"), QuantConfig(bits=4, group_size=128))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # One float weight and the quantizer's temporaries (~8 copies of a 1 MiB weight), plus the packed weights
+    # (1/8 of the total) twice while the output is serialized: far below all weights in memory at once.
+    print(f"peak traced {peak / 2**20:.1f} MiB for {total / 2**20:.0f} MiB of float weights")
+    assert peak < 0.75 * total, (peak, total)
+
+
+def test_summary_and_json_report(rng, tmp_path):
+    path = tmp_path / "mixed.onnx"
+    onnx.save(models.mixed(rng, nan=True), path)
+    report = quantize_model(str(path), str(tmp_path / "q.onnx"), QuantConfig(group_size=64),
+                            report_path=str(tmp_path / "r.json"))
+    text = report.format()
+    assert "rewritten: 1 node(s)" in text and "skipped:   3 node(s)" in text and "NaN/Inf in weight: nan_node" in text
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["summary"]["rewritten"] == 1 and data["summary"]["skipped_by_reason"]["NaN/Inf in weight"] == 1
+    assert data["weight_bytes_before"] == 128 * 64 * 4 and data["weight_bytes_after"] > 0
+    assert data["config"]["bits"] == 4 and data["config"]["format"] == "plugin"
+
+
+def test_inspect_reads_no_weights(rng, tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(models.shared(rng), path)
+    report = inspect_model(str(path), QuantConfig())
+    assert [r.shared for r in report.rewritten] == [False, True] and not report.skipped
+
+
+def test_only_unquantizable_nodes_is_an_error(rng, tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(models.mlp(rng, k=128, hidden=192), path)  # fc1: N=192 fine; fc2: K=192 not a multiple of 128
+    with pytest.raises(UserError, match="no node can be quantized"):
+        quantize_model(str(path), str(tmp_path / "q.onnx"), QuantConfig(include=("fc2",)))
+    assert not (tmp_path / "q.onnx").exists()
+
+
+_RSS_SCRIPT = r"""
+import sys
+import graph_passes, onnx, onnx_graphsurgeon, onnxruntime  # noqa: F401  (imports before the baseline)
+from graph_passes import QuantConfig, quantize_model
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+base = status("VmRSS:")
+quantize_model(sys.argv[1], sys.argv[2], QuantConfig(bits=4, group_size=128))
+print(status("VmHWM:") - base)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc for the peak RSS")
+def test_peak_rss_with_external_data(rng, tmp_path):
+    # Resident memory, protobuf included: 16 weights of 4 MiB (float32 1024 x 1024) stored as external data.
+    import subprocess
+    import sys
+
+    model = _chain(rng, n_layers=16, width=1024)
+    onnx.save_model(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    del model
+    total = 16 * 1024 * 1024 * 4
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    res = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx")],
+                         capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": root})
+    assert res.returncode == 0, res.stderr
+    growth = int(res.stdout.strip().splitlines()[-1])
+    print(f"peak RSS growth {growth / 2**20:.1f} MiB for {total / 2**20:.0f} MiB of float weights")
+    assert growth < 0.75 * total, (growth, total)
