@@ -125,9 +125,9 @@ def save_model(model, output_path: str, source_dir: str, external: bool) -> None
 
 # -------------------------------------------------------------------------------------------------------- the jobs
 def _prepare_opset(model, config: QuantConfig):
-    """The Q/DQ format needs default-domain opset >= 21 (block_size, INT4): convert older models."""
-    if config.format != "qdq":
-        return model
+    """Both formats are written with default-domain opset >= 21: Q/DQ needs it (block_size, INT4), and the
+    plugin format's Q/DQ twin (graph_passes.compare) too. Older models are converted; when the converter fails, a
+    plugin-format model keeps its opset (the plugin does not need 21), a Q/DQ one is refused."""
     import onnx
 
     from graph_passes.passes import QDQ_OPSET
@@ -138,6 +138,8 @@ def _prepare_opset(model, config: QuantConfig):
     try:
         return onnx.version_converter.convert_version(model, QDQ_OPSET)
     except Exception as exc:  # noqa: BLE001
+        if config.format == "plugin":
+            return model
         raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
                         f"failed: {_first_line(exc)}") from None
 
@@ -152,7 +154,8 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
     graph = gs.import_onnx(model)
     get_pass(config.format)(graph, config, report)
     out = gs.export_onnx(graph, do_type_check=False)
-    out.ir_version = max(model.ir_version, 10 if config.format == "qdq" else model.ir_version)
+    opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
+    out.ir_version = max(model.ir_version, 10 if opset >= 21 else model.ir_version)
     for prop in model.metadata_props:
         out.metadata_props.add().CopyFrom(prop)
     return out

@@ -28,7 +28,7 @@ GROUP_SIZES = (-1, 32, 64, 128, 256)
 ACT_DTYPES = ("fp16", "bf16", "fp32")  # fp32: reference only (the op and Q/DQ checks at float32 precision)
 # Candidate clipping ratios of the scale search, 1.0 first (max-abs / min-max), then shrinking ranges.
 DEFAULT_CLIP_RATIOS = tuple(float(r) for r in np.round(np.arange(1.0, 0.545, -0.025), 3))
-_COLUMN_CHUNK = 2048  # columns per vectorized step: bounds the temporaries to a few [K, 2048] float32 arrays
+_COLUMN_CHUNK = 1024  # columns per vectorized step: bounds the temporaries to a few [K, 1024] float32 arrays
 
 try:  # optional: bf16 storage dtype (onnx and onnx-graphsurgeon already depend on it)
     import ml_dtypes as _ml_dtypes
@@ -146,45 +146,70 @@ def _round_scales(raw: np.ndarray, act_dtype: str, name: str) -> np.ndarray:
     return np.where(s > 0, s, np.float32(_tiny(act_dtype)))
 
 
+def _quantize_sym(wg, s, qmax, out):
+    """out <- clip(rint(wg / s), -qmax - 1, qmax) in place (one formula for the search and the result)."""
+    np.divide(wg, s[:, None, :], out=out)
+    np.rint(out, out=out)
+    return np.clip(out, -qmax - 1, qmax, out=out)
+
+
+def _quantize_asym(wg, s, z, levels, out):
+    """out <- clip(rint(wg / s) + z, 0, levels) in place."""
+    np.divide(wg, s[:, None, :], out=out)
+    np.rint(out, out=out)
+    out += z[:, None, :]
+    return np.clip(out, 0, levels, out=out)
+
+
+def _group_sq_err(wg, deq):
+    """Sum over each group of (deq - wg)^2; ``deq`` is overwritten."""
+    np.subtract(deq, wg, out=deq)
+    np.square(deq, out=deq)
+    return deq.sum(axis=1)
+
+
 def _search_symmetric(wg, bits, act_dtype, ratios, name):
-    """wg [Gc, G, N] float32 -> (q int [Gc, G, N] in [-2^(b-1), 2^(b-1)-1], s [Gc, N])."""
+    """wg [Gc, G, N] float32 -> (q [Gc, G, N] float32 in [-2^(b-1), 2^(b-1)-1], s [Gc, N])."""
     qmax = (1 << (bits - 1)) - 1
     amax = np.abs(wg).max(axis=1)
     best_err = np.full(amax.shape, np.inf, np.float32)
     best_s = np.ones_like(amax)
+    buf = np.empty_like(wg)
     for r in ratios:
         s = _round_scales(amax * np.float32(r / qmax), act_dtype, name)
-        q = np.clip(np.rint(wg / s[:, None, :]), -qmax - 1, qmax)
-        err = np.square(q * s[:, None, :] - wg).sum(axis=1)
+        q = _quantize_sym(wg, s, qmax, buf)
+        q *= s[:, None, :]
+        err = _group_sq_err(wg, q)
         better = err < best_err
         best_err = np.where(better, err, best_err)
         best_s = np.where(better, s, best_s)
-    q = np.clip(np.rint(wg / best_s[:, None, :]), -qmax - 1, qmax)
-    return q, best_s
+    return _quantize_sym(wg, best_s, qmax, buf), best_s
 
 
 def _search_asymmetric(wg, bits, act_dtype, ratios, name):
-    """wg [Gc, G, N] float32 -> (u int [Gc, G, N] in [0, 2^b-1], s [Gc, N], z [Gc, N] integer-valued)."""
+    """wg [Gc, G, N] float32 -> (u [Gc, G, N] float32 in [0, 2^b-1], s [Gc, N], z [Gc, N] integer-valued)."""
     levels = (1 << bits) - 1
     wmin = wg.min(axis=1)
     wmax = wg.max(axis=1)
     best_err = np.full(wmin.shape, np.inf, np.float32)
     best_s = np.ones_like(wmin)
     best_z = np.zeros_like(wmin)
+    buf = np.empty_like(wg)
     for r in ratios:
         lo, hi = wmin * np.float32(r), wmax * np.float32(r)
         span = hi - lo
         span = np.where(span > 0, span, np.maximum(np.abs(hi), np.abs(lo)))  # constant group: any scale works
         s = _round_scales(span / np.float32(levels), act_dtype, name)
         z = np.clip(np.rint(-lo / s), 0, levels)
-        u = np.clip(np.rint(wg / s[:, None, :]) + z[:, None, :], 0, levels)
-        err = np.square((u - z[:, None, :]) * s[:, None, :] - wg).sum(axis=1)
+        u = _quantize_asym(wg, s, z, levels, buf)
+        u -= z[:, None, :]
+        u *= s[:, None, :]
+        err = _group_sq_err(wg, u)
         better = err < best_err
         best_err = np.where(better, err, best_err)
         best_s = np.where(better, s, best_s)
         best_z = np.where(better, z, best_z)
-    u = np.clip(np.rint(wg / best_s[:, None, :]) + best_z[:, None, :], 0, levels)
-    return u, best_s, best_z
+    return _quantize_asym(wg, best_s, best_z, levels, buf), best_s, best_z
 
 
 def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: bool = False, act_dtype: str = "fp16",
