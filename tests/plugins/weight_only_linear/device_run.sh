@@ -55,6 +55,8 @@ if [[ $mode == harness ]]; then
     $bdir/tests/plugins/weight_only_linear/weight_only_linear_conformance $lib $bdir/cases_small --m 1,37 \
     > "$out/memcheck.log" 2>&1
   echo "memcheck exit $? ($(grep -c "ERROR SUMMARY: 0 errors" "$out/memcheck.log") clean summaries): $(tail -2 "$out/memcheck.log" | tr '\n' ' ')"
+  # The runtime's tests (the cuda-python buffer test runs here; TensorRT-dependent parts skip or use fakes).
+  PYTHONPATH=$root/python:$root:${PYTHONPATH:-} python3 -m pytest -q -rs tests/python/trt_woq 2>&1 | tail -4
   exit $rc
 fi
 
@@ -84,6 +86,16 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_minimal.onnx'
   echo "== B: with $rtxlibs/libtensorrt_rtx.so -> libtensorrt_rtx.so.1"
   python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --preload "$root/$bdir/terminate_backtrace.so" \
     --out "$out"
-  exit $?
+  rc=$?
+  # The Python runtime and the CLI against TensorRT-RTX's Python API: build_engine through `graph_passes build`.
+  echo "== C: python -m graph_passes build (trt_woq.engine.build_engine) with TensorRT-RTX"
+  for m in build/c_models/llama16.int4g128.onnx build/c_models/llama32.int4g128asym_bf16.onnx; do
+    [[ -f $m ]] || continue
+    PYTHONPATH=$root/python:$root:${PYTHONPATH:-} TRT_WOQ_TENSORRT_MODULE=tensorrt_rtx \
+      TRT_WOQ_PLUGIN_PATH=$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so \
+      python3 -m graph_passes build "$m" -o "$bdir/$(basename "$m" .onnx).engine" 2>&1 | tail -5
+    echo "graph_passes build $m: exit ${PIPESTATUS[0]}, engine $(stat -c %s "$bdir/$(basename "$m" .onnx).engine" 2>/dev/null || echo none) bytes"
+  done
+  exit $rc
 fi
 echo "unknown mode $mode"; exit 2
