@@ -29,6 +29,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
     cache = QuantizeOnce(config)
     layout = get_layout(config.layout)
     bar = progress_bar(len(matches), config)
+    cast_in = {}
     for m in matches:
         act, casts = op_act_dtype(m, config)
         storage = act_numpy_dtype(act)
@@ -63,10 +64,13 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         if m.add_node is not None:
             m.add_node.outputs.clear()
         x = m.x
-        if casts:
-            x = graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
-                            outputs=[gs.Variable(names(f"{name}_x_{act}"), dtype=storage)],
-                            attrs={"to": ONNX_FLOAT[act]})[0]
+        if casts:  # one Cast per activation tensor and dtype (q/k/v projections share theirs)
+            cast_key = (m.x.name, act)
+            if cast_key not in cast_in:
+                cast_in[cast_key] = graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
+                                                outputs=[gs.Variable(names(f"{m.x.name}_{act}"), dtype=storage)],
+                                                attrs={"to": ONNX_FLOAT[act]})[0]
+            x = cast_in[cast_key]
             y = gs.Variable(names(f"{name}_y_{act}"), dtype=storage)
         else:
             y = out

@@ -128,3 +128,29 @@ def test_peak_rss_with_external_data(rng, tmp_path):
     growth = int(res.stdout.strip().splitlines()[-1])
     print(f"peak RSS growth {growth / 2**20:.1f} MiB for {total / 2**20:.0f} MiB of float weights")
     assert growth < 0.75 * total, (growth, total)
+
+
+def test_large_output_uses_external_data(rng, tmp_path, monkeypatch):
+    import graph_passes.pipeline as pipeline
+
+    path = tmp_path / "m.onnx"
+    onnx.save(models.mlp(rng), path)  # embedded weights
+    monkeypatch.setattr(pipeline, "EXTERNAL_DATA_THRESHOLD", 1024)  # stand-in for the 2 GB protobuf limit
+    report = quantize_model(str(path), str(tmp_path / "q.onnx"), QuantConfig())
+    assert report.external_data and (tmp_path / "q.onnx.data").is_file()
+    onnx.checker.check_model(str(tmp_path / "q.onnx"))
+
+
+def test_failed_write_leaves_nothing(rng, tmp_path, monkeypatch):
+    path = tmp_path / "m.onnx"
+    onnx.save(models.mlp(rng), path)
+
+    def broken_save(model, f, *args, **kwargs):
+        with open(f, "wb") as fh:
+            fh.write(b"partial")
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(onnx, "save_model", broken_save)
+    with pytest.raises(UserError, match="disk full"):
+        quantize_model(str(path), str(tmp_path / "q.onnx"), QuantConfig())
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx"]

@@ -93,3 +93,76 @@ def test_act_dtype_option_in_fp32_graph(rng, act):
     assert onnx.helper.get_attribute_value(casts[0].attribute[0]) == to
     y = models.ref_run(out, {"x": rng.standard_normal((3, 128)).astype(np.float32)})[0]
     assert y.dtype == np.float32 and np.all(np.isfinite(y))
+
+
+def test_projections_share_one_input_cast(rng):
+    from onnx import TensorProto, helper
+
+    inits = [numpy_helper.from_array(models.weight(rng, 128, 64), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"], name=f"proj{i}") for i in range(3)]
+    vi = helper.make_tensor_value_info
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", 128])],
+                              [vi(f"y{i}", TensorProto.FLOAT, ["B", "S", 64]) for i in range(3)], inits)
+    out, _ = models.run_pass(model)
+    assert _ops(out).count("Cast") == 1 + 3 and _ops(out).count("WeightOnlyLinear") == 3
+    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    for y, w in zip(models.ref_run(out, {"x": x}), (numpy_helper.to_array(t) for t in inits)):
+        ref = x.astype(np.float16).astype(np.float64) @ quantize_rtn(w, 4, 128).dequantize()
+        assert np.all(np.abs(y - ref) <= 2.0**-11 * np.abs(ref) + 2.0**-25)
+
+
+def test_constant_node_weight_and_bias_first_add(rng):
+    from onnx import TensorProto, helper
+
+    w = models.weight(rng, 128, 64)
+    b = (rng.standard_normal(64) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], name="const_w", value=numpy_helper.from_array(w, "wv")),
+             helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Add", ["b", "h"], ["y"], name="bias_first")]
+    vi = helper.make_tensor_value_info
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128])], [vi("y", TensorProto.FLOAT, ["B", 64])],
+                              [numpy_helper.from_array(b.reshape(1, 64), "b")])
+    out, report = models.run_pass(model, act_dtype="fp32", bits=8, group_size=64)
+    assert _ops(out) == ["WeightOnlyLinear"] and report.rewritten[0].pattern == "MatMul+Add"
+    x = rng.standard_normal((4, 128)).astype(np.float32)
+    ref = x.astype(np.float64) @ quantize_rtn(w, 8, 64, act_dtype="fp32").dequantize() + b
+    assert np.all(np.abs(models.ref_run(out, {"x": x})[0] - ref) <= 2.0**-24 * np.abs(ref) + 1e-30)
+
+
+def test_matmul_output_with_two_consumers_keeps_add(rng):
+    from onnx import TensorProto, helper
+
+    inits = [numpy_helper.from_array(models.weight(rng, 128, 64), "w"),
+             numpy_helper.from_array(np.full(64, 0.5, np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Add", ["h", "b"], ["y"], name="add"),
+             helper.make_node("Relu", ["h"], ["z"], name="relu")]
+    vi = helper.make_tensor_value_info
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128])],
+                              [vi("y", TensorProto.FLOAT, ["B", 64]), vi("z", TensorProto.FLOAT, ["B", 64])], inits)
+    out, report = models.run_pass(model)
+    assert report.rewritten[0].pattern == "MatMul" and "Add" in _ops(out) and "Relu" in _ops(out)
+
+
+def test_bf16_graph(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from onnx import TensorProto, helper
+
+    w = models.weight(rng, 256, 64).astype(ml_dtypes.bfloat16)
+    vi = helper.make_tensor_value_info
+    model = models.make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                              [vi("x", TensorProto.BFLOAT16, ["B", 256])], [vi("y", TensorProto.BFLOAT16, ["B", 64])],
+                              [numpy_helper.from_array(w, "w")])
+    out, report = models.run_pass(model, group_size=64, asymmetric=True)
+    assert _ops(out) == ["WeightOnlyLinear"] and report.rewritten[0].act_dtype == "bf16"
+    x = rng.standard_normal((3, 256)).astype(ml_dtypes.bfloat16)
+    y = models.ref_run(out, {"x": x})[0]
+    ref = x.astype(np.float64) @ quantize_rtn(w.astype(np.float32), 4, 64, True, "bf16").dequantize()
+    assert y.dtype == ml_dtypes.bfloat16
+    assert np.all(np.abs(y.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + 1e-30)
+
+
+def test_progress_bar_on_stderr(rng, capsys):
+    models.run_pass(models.mlp(rng), progress=True)
+    err = capsys.readouterr().err
+    assert "quantizing INT4 [" in err and "2/2" in err
