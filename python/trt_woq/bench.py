@@ -102,7 +102,11 @@ def setup_ours(lib: K.Kernels, k: int, n: int, bits: int, group: int, zeros: boo
                                 packed_weight=packed[i].data_ptr(), scales=scales[i].data_ptr(),
                                 zeros=zs[i].data_ptr() if zs[i] is not None else None, output=y.data_ptr())
                   for i in range(copies)]
-        keep = (x, y)
+        ws_bytes = lib.workspace_size(params[0], candidate)
+        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+        for prm in params:
+            prm.workspace, prm.workspace_size = (ws.data_ptr(), ws_bytes) if ws_bytes else (None, 0)
+        keep = (x, y, ws)
 
         def call(p):
             def run():
@@ -216,8 +220,8 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
     if sweep_candidates:
         names = lib.candidates()
         for cid, cname in enumerate(names):
+            setups[f"int4_g128@{cname}"] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2, candidate=cid)
             if cname.startswith("gemv"):
-                setups[f"int4_g128@{cname}"] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2, candidate=cid)
                 setups[f"int8_pc@{cname}"] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, candidate=cid)
     return setups
 
@@ -238,6 +242,13 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print) -> dict:
                 if isinstance(st, Exception):
                     rows.append(Row(k, n, m, name, None, 0, error=f"{type(st).__name__}: {st}"))
                     continue
+                if "@" in name:
+                    cname = name.split("@")[1]
+                    bits, group = (4, 128) if name.startswith("int4") else (8, -1)
+                    cid = lib.candidates().index(cname)
+                    probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group)
+                    if lib.supports(cid, probe, props.major * 10 + props.minor) != K.Status.OK:
+                        continue
                 try:
                     us = time_calls(st.make_calls(m))
                     rows.append(Row(k, n, m, name, us, st.weight_bytes))
@@ -291,8 +302,8 @@ def summary_line(rows, k, n, m, copy_gbps) -> str:
             f"{ratio('int4_g128', 'torch_int4')} {ratio('int8_pc', 'cublas_fp16')}")
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
-        line += "  | " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1][-3:]}={r.us:.1f}"
-                                  for r in extra)
+        line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
+                                       f"={r.us:.1f}" for r in extra)
     errors = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and r.error]
     for r in errors:
         line += f"\n    {r.method}: {r.error[:200]}"

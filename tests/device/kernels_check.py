@@ -35,6 +35,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # own rounding; FP32 accumulation adds nothing visible at these K.
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 M_VALUES = (1, 2, 3, 7, 8, 15, 16)
+ALL_CANDIDATES = False  # --all-candidates: also every other family's candidates that accept M <= 16
 
 
 class Tally:
@@ -172,8 +173,13 @@ def run_case(lib: K.Kernels, pr: Problem, candidates: list[int], tally: Tally) -
     for cand in candidates:
         out = torch.full((pr.m, pr.n), float("nan"), dtype=DTYPES[pr.act], device="cuda")  # poison
         name = "auto" if cand == -1 else lib.candidate_name(cand)
+        prm = pr.params(out)
+        ws_bytes = lib.workspace_size(prm, cand)
+        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+        if ws_bytes:
+            prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
         try:
-            lib.run(pr.params(out), stream=stream, candidate=cand)
+            lib.run(prm, stream=stream, candidate=cand)
             torch.cuda.synchronize()
         except K.KernelError as e:
             tally.check(False, f"{pr.label()} [{name}]", str(e))
@@ -232,9 +238,11 @@ def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: boo
         pr = Problem(m, k, n, bits, group, act, zeros, bias, rng)
         tally.check(pr.check_packer(), f"{pr.label()} packer/dequantize_reference agreement")
         probe = pr.params(pr.x)  # sizes only
-        cands = [c for c in range(ncand) if lib.supports(c, probe, sm) == K.Status.OK]
-        tally.check(bool(cands) and lib.dispatch(probe, sm) in cands, f"{pr.label()} dispatch",
-                    f"supported {cands}, dispatch {lib.dispatch(probe, sm)}")
+        cands = [c for c in range(ncand) if lib.supports(c, probe, sm) == K.Status.OK
+                 and (ALL_CANDIDATES or lib.candidate_name(c).startswith("gemv"))]
+        chosen = lib.dispatch(probe, sm)
+        tally.check(bool(cands) and chosen >= 0 and lib.candidate_name(chosen).startswith("gemv"),
+                    f"{pr.label()} dispatch picks a GEMV", f"supported {cands}, dispatch {chosen}")
         run_case(lib, pr, cands + [-1], tally)
     print(f"gemv: {len(cases)} problems x {ncand} candidates + auto in {time.time() - t0:.1f} s", flush=True)
 
@@ -285,7 +293,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a subset (for compute-sanitizer)")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--all-candidates", action="store_true", help="also run non-GEMV candidates on these problems")
     args = ap.parse_args()
+    global ALL_CANDIDATES
+    ALL_CANDIDATES = args.all_candidates
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}; {torch.cuda.get_device_name()}; library {K.load().path}", flush=True)
     rng = np.random.default_rng(seed)

@@ -1,0 +1,139 @@
+/*
+ * The GEMV family's candidates: launch planning (warps, cluster split of K) and the registry entries.
+ * The kernel itself is gemv_kernel.cuh.
+ */
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "candidates.h"
+#include "gemv/gemv.h"
+
+namespace trt_woq {
+namespace gemv {
+namespace {
+
+struct DeviceInfo {
+    int sms = 0;
+    int smem_per_sm = 0;     // bytes
+    int smem_optin = 0;      // per block, bytes
+};
+
+/* Cached per device (attributes never change). */
+trt_woq_status device_info(DeviceInfo* out) {
+    static DeviceInfo cache[64];
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    if (dev >= 0 && dev < 64 && cache[dev].sms != 0) {
+        *out = cache[dev];
+        return TRT_WOQ_OK;
+    }
+    DeviceInfo d;
+    err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    if (dev >= 0 && dev < 64) cache[dev] = d;
+    *out = d;
+    return TRT_WOQ_OK;
+}
+
+/* NT = tiles of 8 channels per CTA; CLUSTER = may split K over a thread-block cluster (SM90). */
+Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const DeviceInfo& dev) {
+    Plan pl;
+    pl.nt = nt;
+    pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
+    pl.stages = pl.mt == 16 ? 3 : 4;
+    const size_t per_warp = pl.stages * stage_bytes(p->bits, nt, p->m);
+    // At most ~110 KB per CTA so two fit on an H100/A100 SM; at most what the GPU allows per block.
+    const size_t budget = std::min<size_t>(110 * 1024, static_cast<size_t>(dev.smem_optin));
+    const int64_t kc = p->bits == 4 ? 128 : 64;
+    const int64_t nchunks = (p->k + kc - 1) / kc;
+    pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
+    int warps = static_cast<int>(std::min<size_t>(kMaxWarps, std::max<size_t>(1, budget / per_warp)));
+    pl.nsplit = 1;
+    if (cluster) {
+        // Largest split (<= 8, the portable cluster size) that keeps all CTAs resident in one wave, with at least
+        // two chunks per warp.
+        const size_t smem = warps * per_warp;
+        const int64_t by_smem = dev.smem_per_sm / static_cast<int64_t>(smem + 1024);
+        const int64_t per_sm = std::max<int64_t>(1, std::min<int64_t>(by_smem, 64 / warps));
+        const int64_t slots = per_sm * dev.sms;
+        int s = 8;
+        while (s > 1 && (pl.tiles * s > slots || nchunks < 2 * warps * s)) --s;
+        pl.nsplit = s;
+    }
+    pl.chunks_per_split = static_cast<int>((nchunks + pl.nsplit - 1) / pl.nsplit);
+    pl.nsplit = static_cast<int>((nchunks + pl.chunks_per_split - 1) / pl.chunks_per_split);
+    while (warps > 1 && pl.chunks_per_split < 2 * warps) --warps;
+    pl.warps = warps;
+    pl.smem = warps * per_warp;
+    return pl;
+}
+
+template <int NT, bool CLUSTER>
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (p->m > kMaxM || (NT == 1 && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    // int indexing inside the kernel; grid.y holds the tiles.
+    if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    return TRT_WOQ_OK;
+}
+
+size_t no_workspace(const trt_woq_linear_params*, int32_t) {
+    return 0;
+}
+
+template <int NT, bool CLUSTER>
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    // 4-byte scale/zero pairs are read with cp.async: 4-byte alignment (TensorRT gives 256).
+    if ((reinterpret_cast<uintptr_t>(p->scales) | reinterpret_cast<uintptr_t>(p->zeros)) % 4 != 0) {
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    }
+    DeviceInfo dev;
+    const trt_woq_status s = device_info(&dev);
+    if (s != TRT_WOQ_OK) return s;
+    const Plan plan = make_plan(p, NT, CLUSTER, dev);
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
+    if (p->bits == 4) return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
+    return bf16 ? launch_i8_bf16(plan, p, stream) : launch_i8_f16(plan, p, stream);
+}
+
+/* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
+ * Chosen from the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md). */
+template <int NT, bool CLUSTER>
+int32_t score(const trt_woq_linear_params* p, int32_t sm) {
+    int want_nt;
+    bool want_cluster = sm >= 90;
+    if (p->m <= 4) {
+        want_nt = 2;
+    } else if (p->m <= 8) {
+        want_nt = 4;
+    } else {
+        want_nt = 4;
+    }
+    if (NT == want_nt && CLUSTER == want_cluster) return 100;
+    return 91 + NT / 2 - (CLUSTER ? 0 : 1);
+}
+
+}  // namespace
+}  // namespace gemv
+
+// Every entry runs every (bits, activation, group, zeros, bias) combination; they differ in channels per CTA and
+// in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
+// are built: (1, 8), (2, 8), (2, 16), (4, 8), (4, 16), (8, 16); NT = 1 serves M <= 8 only.
+const Candidate kGemvCandidates[] = {
+    {"gemv_mma_nt1", gemv::supports<1, false>, gemv::no_workspace, gemv::launch<1, false>, gemv::score<1, false>},
+    {"gemv_mma_nt2", gemv::supports<2, false>, gemv::no_workspace, gemv::launch<2, false>, gemv::score<2, false>},
+    {"gemv_mma_nt4", gemv::supports<4, false>, gemv::no_workspace, gemv::launch<4, false>, gemv::score<4, false>},
+    {"gemv_mma_nt8", gemv::supports<8, false>, gemv::no_workspace, gemv::launch<8, false>, gemv::score<8, false>},
+    {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
+    {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},
+    {"gemv_mma_nt8_cluster", gemv::supports<8, true>, gemv::no_workspace, gemv::launch<8, true>, gemv::score<8, true>},
+};
+const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
+
+}  // namespace trt_woq

@@ -1,0 +1,49 @@
+/*
+ * Internal interface of the small-batch GEMV family (M = 1 .. 16): the launch plan chosen on the host and the
+ * per-(bits, activation type) launchers, each compiled in its own translation unit (gemv_i4_f16.cu, ...) so the
+ * build runs them in parallel.
+ */
+#ifndef TRT_WOQ_GEMV_H
+#define TRT_WOQ_GEMV_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "trt_woq/kernels.h"
+
+namespace trt_woq {
+namespace gemv {
+
+constexpr int kMaxM = 16;
+constexpr int kMaxWarps = 8;
+
+/* How one launch is laid out (see gemv_kernel.cuh). */
+struct Plan {
+    int nt;              // tiles of 8 output channels per CTA: 1, 2, 4 or 8
+    int mt;              // 8 (M <= 8: A rows 8..15 are zero) or 16
+    int warps;           // per CTA; they split the CTA's K range
+    int nsplit;          // CTAs of one thread-block cluster splitting K (1 = no cluster; > 1 needs SM90)
+    int chunks_per_split;
+    int stages;          // cp.async pipeline depth (compile-time per mt: 4 for mt 8, 3 for mt 16)
+    size_t smem;         // dynamic shared memory per CTA
+    int64_t tiles;       // CTAs along N
+};
+
+/* Per (bits, activation type) launchers; they switch on plan.nt / plan.mt and grouped-vs-per-channel. */
+trt_woq_status launch_i4_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status launch_i4_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status launch_i8_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status launch_i8_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
+
+/* Shared-memory bytes one warp's pipeline needs per stage. */
+inline size_t stage_bytes(int bits, int nt, int64_t m) {
+    const int kc = bits == 4 ? 128 : 64;  // k per chunk
+    return static_cast<size_t>(nt) * 512       // weights: 32 lanes x 16 B per tile
+           + static_cast<size_t>(m) * kc * 2   // activations: m rows of the chunk
+           + static_cast<size_t>(nt) * 256;    // scales and zeros: 32 lanes x 4 B each per tile
+}
+
+}  // namespace gemv
+}  // namespace trt_woq
+
+#endif /* TRT_WOQ_GEMV_H */

@@ -1,0 +1,469 @@
+/*
+ * Small-batch weight-only GEMV (M = 1 .. 16) for layout v1 on mma.sync m16n8k16 with FP32 accumulation.
+ *
+ * Why tensor cores for a GEMV: at M = 16 every weight is used 16 times; FP32 FFMA at 16 FMA per weight would take
+ * longer than streaming INT4 weights from HBM. One m16n8k16 does it at 1/16 of an instruction per weight and row, and
+ * the layout already hands each lane its B-fragment words. Rows M .. 15 of A are zero (MT = 8 skips rows 8 .. 15).
+ *
+ * Work split
+ *   grid   = (nsplit, tiles). A CTA owns NT tiles of 8 output channels and the K range of its split; with nsplit > 1
+ *            (SM90 only) the nsplit CTAs of one thread-block cluster add their sums through distributed shared memory.
+ *   CTA    = `warps` warps splitting the CTA's K range in chunks (chunk c -> warp c % warps) of 128 k (INT4) or 64 k
+ *            (INT8); at the end their FP32 partial sums meet in shared memory.
+ *   warp   = for one chunk and one tile: lane t = 4 g + q fetches, with one 16-byte copy, block q (32 INT4 or 16 INT8
+ *            consecutive packed positions) of channel g; the 32 lanes cover whole 128-byte lines.
+ *   k order: mma only needs A and B to agree on which k a lane holds. Lane q feeds the mma k-slots 2q, 2q+1, 2q+8,
+ *            2q+9 from word w of its own block, which step 2 of the layout made block elements 2w, 2w+1, 2w+8, 2w+9
+ *            (+16 for INT4's second k16 step), so the activations of the lane's own block (pair p = component p % 4
+ *            of 16-byte vector p / 4) are its A fragment: no shuffles.
+ *
+ * Memory pipeline: each lane copies its own weights, activations, scales and zeros of chunk i + STAGES - 1 into its
+ * own shared-memory slots with cp.async (zero-filled out of range) while it computes chunk i; every lane reads back
+ * only what it wrote, so the pipeline needs no barrier, only cp.async.wait_group. Bytes in flight per SM do not cost
+ * registers.
+ *
+ * Scales: per-channel scales multiply the FP32 sum in the epilogue; group sizes >= the chunk (128 for INT4, 64 for
+ * INT8) multiply a chunk's FP32 mma result (one group per chunk: the products are exact, one rounding per chunk);
+ * smaller groups multiply the converted weights (HMUL2) before the mma. Zeros: q - (z - 2^(bits-1)), exact.
+ */
+#ifndef TRT_WOQ_GEMV_KERNEL_CUH
+#define TRT_WOQ_GEMV_KERNEL_CUH
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "candidates.h"
+#include "converters.cuh"
+#include "gemv/gemv.h"
+
+namespace trt_woq {
+namespace gemv {
+
+template <typename T>
+struct Args {
+    const T* x;              // [m, k]
+    const unsigned char* w;  // packed rows of 2 k bytes
+    const T* scales;         // [k / group, n]
+    const T* zeros;          // same shape, or nullptr
+    const T* bias;           // [n] or nullptr
+    T* y;                    // [m, n]
+    int m;
+    int n;
+    int k;
+    int group;               // k for per-channel
+    int chunks_per_split;
+};
+
+/* ---- device helpers ---- */
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* 16 bytes global -> shared, bypassing L1; zero-filled when !valid (no bytes read). */
+__device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp4(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_commit() {
+    asm volatile("cp.async.commit_group;");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t comp(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma<half>(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                   uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float<half>(half v) {
+    return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ half from_float<half>(float v) {
+    return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+/* Element `hi` (0 or 1) of a 32-bit pair of T. */
+template <typename T>
+__device__ __forceinline__ T pick(uint32_t pair, int hi) {
+    const unsigned short bits = static_cast<unsigned short>(hi ? pair >> 16 : pair & 0xFFFFu);
+    T v;
+    *reinterpret_cast<unsigned short*>(&v) = bits;
+    return v;
+}
+
+/* Activation vector v (16 bytes) of lane q's block in row r of a chunk: swizzled so that the 8 lanes of a
+ * quarter-warp hit 8 different 16-byte bank groups. Each lane reads back only what it wrote, so the swizzle is
+ * private to the lane. Returns the byte offset inside the chunk's activation area (rows of KC * 2 bytes). */
+template <int BITS>
+__device__ __forceinline__ uint32_t act_offset(int r, int q, int v) {
+    if (BITS == 4) {  // row = 256 B = 16 vectors; lane q owns vectors 4q .. 4q+3
+        const int h = ((q >> 1) & 1) | ((r & 1) << 1);
+        return r * 256 + (q * 4 + (v ^ h)) * 16;
+    }
+    return r * 128 + (q * 2 + (v ^ (r & 1))) * 16;  // row = 128 B = 8 vectors; lane q owns 2q, 2q+1
+}
+
+/* One tile's mma steps for one chunk: convert the lane's 4 words, apply zero point and (fine groups) scale, mma. */
+template <typename T, int BITS, int MT, bool FINE>
+__device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const uint4* xa, const uint4* xb,
+                                         bool has_zeros, typename Pair<T>::type z2, typename Pair<T>::type s2) {
+    using P = typename Pair<T>::type;
+    constexpr int kPairs = BITS == 4 ? 4 : 2;
+#pragma unroll
+    for (int wi = 0; wi < 4; ++wi) {
+        P p[kPairs];
+        convert_word<T, BITS>(comp(wv, wi), p);
+#pragma unroll
+        for (int i = 0; i < kPairs; ++i) {
+            if (has_zeros) p[i] = __hsub2(p[i], z2);
+            if (FINE) p[i] = __hmul2(p[i], s2);
+        }
+        // Step h: block elements 16h + {2wi, 2wi+1} (b0, A vector 2h) and 16h + 8 + {2wi, 2wi+1} (b1, vector 2h+1).
+#pragma unroll
+        for (int h = 0; h < kPairs / 2; ++h) {
+            const uint32_t a1 = MT == 16 ? comp(xb[MT == 16 ? 2 * h : 0], wi) : 0u;
+            const uint32_t a3 = MT == 16 ? comp(xb[MT == 16 ? 2 * h + 1 : 0], wi) : 0u;
+            mma<T>(d, comp(xa[2 * h], wi), a1, comp(xa[2 * h + 1], wi), a3, detail::as_u32(p[2 * h]),
+                   detail::as_u32(p[2 * h + 1]));
+        }
+    }
+}
+
+template <typename T, int BITS, bool GROUPED, int NT, int MT>
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
+    using P = typename Pair<T>::type;
+    constexpr int I = BITS == 4 ? 4 : 2;        // channels per packed row
+    constexpr int KC = BITS == 4 ? 128 : 64;    // k per chunk (4 lanes x one block)
+    constexpr int BK = KC / 4;                  // k per lane block
+    constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
+    constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
+    constexpr int STAGES = MT == 16 ? 3 : 4;
+    constexpr int half_bits = 1 << (BITS - 1);
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warps = blockDim.x >> 5;
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const int g = lane >> 2;
+    const int q = lane & 3;
+    const int n_base = blockIdx.y * 8 * NT;
+    const int nchunks = (a.k + KC - 1) / KC;
+    const int c_begin = blockIdx.x * a.chunks_per_split;
+    const int c_end = min(nchunks, c_begin + a.chunks_per_split);
+    const bool has_zeros = a.zeros != nullptr;
+    const bool chunk_scaled = GROUPED && a.group >= KC;
+    const bool fine = GROUPED && !chunk_scaled;
+    const int m = a.m;
+
+    // Per-warp pipeline: STAGES x [weights NT x 32 x 16 B | activations m x KC x 2 B | scales NT x 32 x 4 B |
+    // zeros NT x 32 x 4 B].
+    const uint32_t x_off = NT * 512;
+    const uint32_t s_off = x_off + m * KC * 2;
+    const uint32_t z_off = s_off + NT * 128;
+    const uint32_t stage_bytes = z_off + NT * 128;
+    const uint32_t warp_smem = smem_addr(smem) + warp * STAGES * stage_bytes;
+
+    // Per-lane sources (chunk 0); each chunk adds kStride to weights and KC to activations.
+    const unsigned char* wptr[NT];
+    bool nvalid[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        const int c = n_base + 8 * j + g;
+        nvalid[j] = c < a.n;
+        const int r = c / I;
+        const int ci = c % I;
+        const size_t off = BITS == 4 ? static_cast<size_t>(r) * a.k * 2 + ci * 32 + (q >> 1) * 128 + (q & 1) * 16
+                                     : static_cast<size_t>(r) * a.k * 2 + ci * 64 + q * 16;
+        wptr[j] = nvalid[j] ? a.w + off : a.w;
+    }
+    const T* xrow_a = a.x + static_cast<size_t>(g) * a.k + q * BK;
+    const T* xrow_b = a.x + static_cast<size_t>(g + 8) * a.k + q * BK;
+
+    auto issue = [&](int chunk, int stage) {
+        const uint32_t st = warp_smem + stage * stage_bytes;
+        const int k0 = chunk * KC + q * BK;
+        const bool kvalid = k0 < a.k;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const bool v = nvalid[j] && kvalid;
+            cp16(st + (j * 32 + lane) * 16, v ? wptr[j] + static_cast<size_t>(chunk) * kStride : a.w, v);
+        }
+        if (g < m) {
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) {
+                cp16(st + x_off + act_offset<BITS>(g, q, v), kvalid ? xrow_a + chunk * KC + 8 * v : a.x, kvalid);
+            }
+        }
+        if (MT == 16 && g + 8 < m) {
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) {
+                cp16(st + x_off + act_offset<BITS>(g + 8, q, v), kvalid ? xrow_b + chunk * KC + 8 * v : a.x, kvalid);
+            }
+        }
+        if (GROUPED) {
+            const int grp = (kvalid ? k0 : chunk * KC) / a.group;
+            const size_t row = static_cast<size_t>(grp) * a.n;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int c = n_base + 8 * j + g;
+                if (chunk_scaled) {  // the pair of columns this lane's accumulators hold: 2q, 2q+1 of tile j
+                    const int col = n_base + 8 * j + 2 * q;
+                    const bool v = col < a.n;
+                    cp4(st + s_off + (j * 32 + lane) * 4, v ? a.scales + row + col : a.scales, v);
+                } else {             // the pair holding this lane's own channel c (B operand)
+                    const bool v = nvalid[j] && kvalid;
+                    cp4(st + s_off + (j * 32 + lane) * 4, v ? a.scales + row + (c & ~1) : a.scales, v);
+                }
+                if (has_zeros) {
+                    const bool v = nvalid[j] && kvalid;
+                    cp4(st + z_off + (j * 32 + lane) * 4, v ? a.zeros + row + (c & ~1) : a.zeros, v);
+                }
+            }
+        }
+    };
+
+    // Per-channel zero points are constant along K.
+    T zpc[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        const int c = n_base + 8 * j + g;
+        zpc[j] = (!GROUPED && has_zeros && nvalid[j]) ? a.zeros[c] : from_float<T>(0.0f);
+    }
+
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    const int first = c_begin + warp;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        const int c = first + s * warps;
+        if (c < c_end) issue(c, s);
+        cp_commit();
+    }
+    int stage = 0;
+    for (int c = first; c < c_end; c += warps) {
+        cp_wait<STAGES - 2>();  // this lane's copies of chunk c have landed
+        {
+            const int cn = c + (STAGES - 1) * warps;
+            const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
+            if (cn < c_end) issue(cn, sn);
+            cp_commit();
+        }
+        const uint32_t st = warp_smem + stage * stage_bytes;
+        uint4 xa[kVec];
+        uint4 xb[MT == 16 ? kVec : 1];
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) xa[v] = g < m ? lds128(st + x_off + act_offset<BITS>(g, q, v)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
+            xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<BITS>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const uint4 wv = lds128(st + (j * 32 + lane) * 16);
+            const int odd = (n_base + 8 * j + g) & 1;
+            P z2, s2;
+            if (has_zeros) {
+                const T z = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
+                const T zq = from_float<T>(to_float(z) - static_cast<float>(half_bits));  // exact: small integers
+                z2 = P(zq, zq);
+            }
+            if (chunk_scaled) {
+                const uint32_t sv = lds32(st + s_off + (j * 32 + lane) * 4);
+                const float s_lo = to_float(pick<T>(sv, 0));
+                const float s_hi = to_float(pick<T>(sv, 1));
+                float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                mma_tile<T, BITS, MT, false>(t, wv, xa, xb, has_zeros, z2, s2);
+                acc[j][0] = fmaf(t[0], s_lo, acc[j][0]);
+                acc[j][1] = fmaf(t[1], s_hi, acc[j][1]);
+                acc[j][2] = fmaf(t[2], s_lo, acc[j][2]);
+                acc[j][3] = fmaf(t[3], s_hi, acc[j][3]);
+            } else if (fine) {
+                const T s = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
+                s2 = P(s, s);
+                mma_tile<T, BITS, MT, true>(acc[j], wv, xa, xb, has_zeros, z2, s2);
+            } else {
+                mma_tile<T, BITS, MT, false>(acc[j], wv, xa, xb, has_zeros, z2, s2);
+            }
+        }
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+    }
+    cp_wait<0>();
+    __syncthreads();  // the pipeline's shared memory becomes the reduction buffer
+
+    // Cross-warp reduction. C fragment: c0 (row g, col 2q), c1 (row g, col 2q+1), c2/c3 the same for row g + 8.
+    float* red = reinterpret_cast<float*>(smem);  // [warps][NT][MT][8]
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        float* r = red + ((warp * NT + j) * MT) * 8;
+        r[g * 8 + 2 * q] = acc[j][0];
+        r[g * 8 + 2 * q + 1] = acc[j][1];
+        if (MT == 16) {
+            r[(g + 8) * 8 + 2 * q] = acc[j][2];
+            r[(g + 8) * 8 + 2 * q + 1] = acc[j][3];
+        }
+    }
+    __syncthreads();
+    constexpr int kOutputs = NT * MT * 8;
+    float* fin = red + warps * kOutputs;
+    const int nsplit = gridDim.x;
+    for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
+        float sum = 0.0f;
+        for (int w = 0; w < warps; ++w) sum += red[w * kOutputs + o];
+        fin[o] = sum;
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    if (nsplit > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();  // every CTA's fin is complete
+        if (cluster.block_rank() == 0) {
+            for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
+                float sum = fin[o];
+                for (int r = 1; r < nsplit; ++r) sum += cluster.map_shared_rank(fin, r)[o];
+                fin[o] = sum;
+            }
+        }
+        cluster.sync();  // the others' shared memory stays alive until rank 0 has read it
+        if (cluster.block_rank() != 0) return;
+    }
+#endif
+    if (nsplit == 1) __syncthreads();
+    for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
+        const int j = o / (MT * 8);
+        const int row = (o / 8) % MT;
+        const int col = o % 8;
+        const int c = n_base + 8 * j + col;
+        if (row >= m || c >= a.n) continue;
+        float sum = fin[o];
+        if (!GROUPED) sum *= to_float(a.scales[c]);
+        if (a.bias != nullptr) sum += to_float(a.bias[c]);
+        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(sum);
+    }
+}
+
+/* ---- host side ---- */
+template <typename T, int BITS, bool GROUPED, int NT, int MT>
+trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    Args<T> a;
+    a.x = static_cast<const T*>(p->activation);
+    a.w = static_cast<const unsigned char*>(p->packed_weight);
+    a.scales = static_cast<const T*>(p->scales);
+    a.zeros = static_cast<const T*>(p->zeros);
+    a.bias = static_cast<const T*>(p->bias);
+    a.y = static_cast<T*>(p->output);
+    a.m = static_cast<int>(p->m);
+    a.n = static_cast<int>(p->n);
+    a.k = static_cast<int>(p->k);
+    a.group = p->group_size == -1 ? a.k : p->group_size;
+    a.chunks_per_split = plan.chunks_per_split;
+    auto kernel = gemv_kernel<T, BITS, GROUPED, NT, MT>;
+    cudaError_t err = cudaSuccess;
+    if (plan.smem > 48 * 1024) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem));
+        if (err != cudaSuccess) return record_cuda_error(err);
+    }
+    const dim3 grid(static_cast<unsigned>(plan.nsplit), static_cast<unsigned>(plan.tiles));
+    const dim3 block(static_cast<unsigned>(plan.warps * 32));
+    if (plan.nsplit == 1) {
+        kernel<<<grid, block, plan.smem, stream>>>(a);
+        return check_launch();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = plan.smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(plan.nsplit);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kernel, a);
+    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+}
+
+/* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */
+template <typename T, int BITS, bool GROUPED>
+trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    switch (plan.nt * 100 + plan.mt) {
+        case 108: return launch_kernel<T, BITS, GROUPED, 1, 8>(plan, p, stream);
+        case 208: return launch_kernel<T, BITS, GROUPED, 2, 8>(plan, p, stream);
+        case 216: return launch_kernel<T, BITS, GROUPED, 2, 16>(plan, p, stream);
+        case 408: return launch_kernel<T, BITS, GROUPED, 4, 8>(plan, p, stream);
+        case 416: return launch_kernel<T, BITS, GROUPED, 4, 16>(plan, p, stream);
+        case 816: return launch_kernel<T, BITS, GROUPED, 8, 16>(plan, p, stream);
+        default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+}
+
+template <typename T, int BITS>
+trt_woq_status launch_typed(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    return p->group_size == -1 ? launch_nt<T, BITS, false>(plan, p, stream) : launch_nt<T, BITS, true>(plan, p, stream);
+}
+
+}  // namespace gemv
+}  // namespace trt_woq
+
+#endif /* TRT_WOQ_GEMV_KERNEL_CUH */
