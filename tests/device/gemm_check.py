@@ -8,6 +8,7 @@ of bad shapes. Prints one line per failure and a closing PASSED / FAILED line; e
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 
@@ -17,7 +18,7 @@ import torch
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
-from gemm_lib import (INVALID_ARGUMENT, OK, UNSUPPORTED_SHAPE, WORKSPACE, Gemm, Problem,  # noqa: E402
+from gemm_lib import (INVALID_ARGUMENT, OK, UNSUPPORTED_SHAPE, WORKSPACE, Gemm, Linear, Problem,  # noqa: E402
                       dequant64, make_problem, reference, with_m)
 
 # Relative Frobenius error and max error relative to max |Y|: one rounding of W to the activation type and one of Y
@@ -123,6 +124,22 @@ def main() -> int:
             check(g, pr, -1, ref=full_ref[:m], tag="dispatch: ")
         print(f"dispatch int{bits}: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
               flush=True)
+
+    # 3b. The same through the library's public ABI (registry: GEMV for small M, GEMM above), M from 1 to 320.
+    if os.environ.get("TRT_WOQ_KERNELS_LIB"):
+        lin = Linear()
+        base = make_problem(4096, 520, 1024, 4, 128, torch.float16, True, True, rng)
+        full_ref = reference(base)
+        picks = {}
+        for m in list(range(1, 321)) + [1000, 4096]:
+            pr = with_m(base, m)
+            c = lin.dispatch(pr.params(None))
+            picks.setdefault(lin.name(c) if c >= 0 else "none", []).append(m)
+            check(lin, pr, -1, ref=full_ref[:m], tag="public ABI: ")
+        print("public ABI dispatch int4: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
+              flush=True)
+    else:
+        print("SKIP public ABI cross-check: TRT_WOQ_KERNELS_LIB not set (the kernels library did not build)")
 
     # 4. Refusals: shapes the layout cannot take, misaligned pointers, missing workspace.
     pr = make_problem(64, 512, 512, 4, 128, torch.float16, False, False, rng)

@@ -81,6 +81,33 @@ class Gemm:
         return self.lib.trt_woq_gemm_last_cuda_error().decode()
 
 
+class Linear(Gemm):
+    """The library's public C ABI (trt_woq_linear_*), same methods as Gemm: the registry with GEMV and GEMM."""
+
+    def __init__(self, path: str | None = None):
+        path = path or os.environ["TRT_WOQ_KERNELS_LIB"]
+        lib = ctypes.CDLL(path)
+        p = ctypes.POINTER(Params)
+        for short, full in (("candidate_count", "trt_woq_linear_candidate_count"),
+                            ("candidate_describe", "trt_woq_linear_candidate_describe"),
+                            ("candidate_supports", "trt_woq_linear_candidate_supports"),
+                            ("workspace_size", "trt_woq_linear_workspace_size"), ("dispatch", "trt_woq_linear_dispatch"),
+                            ("run", "trt_woq_linear_run"), ("last_cuda_error", "trt_woq_last_cuda_error")):
+            setattr(lib, "trt_woq_gemm_" + short, getattr(lib, full))
+        lib.trt_woq_gemm_candidate_count.restype = ctypes.c_int32
+        lib.trt_woq_gemm_candidate_describe.argtypes = [ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
+        lib.trt_woq_gemm_candidate_supports.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
+        lib.trt_woq_gemm_workspace_size.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
+        lib.trt_woq_gemm_workspace_size.restype = ctypes.c_size_t
+        lib.trt_woq_gemm_dispatch.argtypes = [p, ctypes.c_int32]
+        lib.trt_woq_gemm_dispatch.restype = ctypes.c_int32
+        lib.trt_woq_gemm_run.argtypes = [ctypes.c_int32, p, ctypes.c_void_p]
+        lib.trt_woq_gemm_last_cuda_error.restype = ctypes.c_char_p
+        self.lib = lib
+        major, minor = torch.cuda.get_device_capability()
+        self.sm = 10 * major + minor
+
+
 @dataclass
 class Problem:
     m: int

@@ -6,6 +6,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gemm_out}; mkdir -p "$OUT" build
 STEPS=${*:-all}
+[[ " $STEPS " == *" all "* ]] && STEPS="check bench sass ncu"
 ARCH=${GEMM_ARCH:--gencode arch=compute_90a,code=sm_90a}
 status=0
 has() { [[ " $STEPS " == *" $1 "* || " $STEPS " == *" all "* ]]; }
@@ -15,6 +16,12 @@ nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/i
 grep -E "spill" "$OUT/build.log" | sort | uniq -c
 echo "build: $(( $(date +%s) - t0 ))s"
 export TRT_WOQ_GEMM_LIB=$PWD/build/libtrt_woq_gemm.so
+if has check; then  # the whole kernels library, for the public-ABI cross-check (skipped if it does not build)
+  cmake -S . -B build/cm -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/cmake.log" 2>&1 &&
+    cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 &&
+    export TRT_WOQ_KERNELS_LIB=$PWD/build/cm/plugins/kernels/libtrt_woq_kernels.so || echo "kernels library did not build (see cmake.log)"
+  echo "library build: $(( $(date +%s) - t0 ))s"
+fi
 if has check; then
   python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   grep "^FAIL" "$OUT/check.log" | head -30
@@ -30,6 +37,11 @@ fi
 if has bench; then
   python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
   echo "bench: $(( $(date +%s) - t0 ))s"
+fi
+if has sass; then  # instruction mix per kernel: HMMA (mma.sync) or HGMMA (wgmma) vs everything else
+  cuobjdump -sass build/libtrt_woq_gemm.so > "$OUT/sass.txt" 2>&1
+  awk '/Function :/{f=$3} /^ +\/\*[0-9a-f]{4}\*\//{n[f]++} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDSM/{l[f]++}
+       END{for (k in n) printf "%6d instr %5d HMMA %5d HGMMA %5d LDSM  %s\n", n[k], h[k], g[k], l[k], k}' "$OUT/sass.txt" | sort -k9
 fi
 if has ncu; then
   # The compute-bound case of the largest shape through the 128x128 tile (candidate 0), and the M=64 case.

@@ -17,9 +17,10 @@ namespace {
 // The tile configurations compiled (each for INT4/INT8 x FP16/BF16 = 4 kernels per arch; kept few for build time):
 //   0 128x128, 8 warps (2x4, warp tile 64x32), 4 stages: large M, compute bound; 4 m16 x 4 n8 tiles per warp
 //     amortise each converted B fragment over 4 mma and each A fragment over 4.
-//   1 128x128, 3 stages: the same for GPUs with 99 KB of shared memory per block (SM86/SM89), where 4 INT8 stages
-//     do not fit.
-//   2 64x128, 4 warps (2x2, warp tile 32x64), 4 stages: M of 65..512, and large M when 128-row tiles leave SMs idle.
+//   1 128x128, 3 stages, registers capped for 2 CTAs per SM (some spills): the same for GPUs with 99 KB of shared
+//     memory per block (SM86/SM89), where 4 INT8 stages do not fit, and an occupancy experiment on SM90.
+//   2 64x128, 4 warps (1x4, warp tile 64x32), 4 stages: M of 33..256, and larger M when 128-row tiles leave SMs
+//     idle. One warp row, so every B fragment is converted once per CTA (a 2x2 layout converts each twice).
 //   3 32x128, 4 warps (1x4, warp tile 32x32), 6 stages: M of 17..64, bound by the weight stream, so deeper
 //     prefetch and more CTAs per SM rather than a larger tile.
 struct TileConfig {
@@ -28,7 +29,7 @@ struct TileConfig {
 };
 constexpr TileConfig kTiles[] = {
     {"128x128x64_s4", 128, 128, 8, 4},
-    {"128x128x64_s3", 128, 128, 8, 3},
+    {"128x128x64_s3_o2", 128, 128, 8, 3},
     {"64x128x64_s4", 64, 128, 4, 4},
     {"32x128x64_s6", 32, 128, 4, 6},
 };
@@ -123,11 +124,10 @@ size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
-template <int BM, int BN, int WARPS, int STAGES, int BITS, typename T>
+template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
 trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream) {
-    constexpr int kWM = BM >= 64 ? 2 : 1;  // warps along M (see the config table)
-    constexpr int kWN = WARPS / kWM;
-    auto kernel = gemm_mma_kernel<BM, BN, kWM, kWN, STAGES, BITS, T>;
+    constexpr int kWM = WM, kWN = WN, WARPS = WM * WN;
+    auto kernel = gemm_mma_kernel<BM, BN, kWM, kWN, STAGES, BITS, T, MIN_CTAS>;
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     // Raise the dynamic shared-memory limit once per device for this instantiation.
     static std::atomic<uint64_t> done_mask{0};
@@ -150,10 +150,10 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
 template <int BITS, typename T>
 trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaStream_t stream) {
     switch (tile) {
-        case 0: return launch_tile<128, 128, 8, 4, BITS, T>(args, split, stream);
-        case 1: return launch_tile<128, 128, 8, 3, BITS, T>(args, split, stream);
-        case 2: return launch_tile<64, 128, 4, 4, BITS, T>(args, split, stream);
-        case 3: return launch_tile<32, 128, 4, 6, BITS, T>(args, split, stream);
+        case 0: return launch_tile<128, 128, 2, 4, 4, BITS, T>(args, split, stream);
+        case 1: return launch_tile<128, 128, 2, 4, 3, BITS, T, 2>(args, split, stream);
+        case 2: return launch_tile<64, 128, 1, 4, 4, BITS, T>(args, split, stream);
+        case 3: return launch_tile<32, 128, 1, 4, 6, BITS, T>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -217,6 +217,10 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     args.n = static_cast<int>(p->n);
     args.k = static_cast<int>(p->k);
     args.group = p->group_size == -1 ? static_cast<int>(p->k) : p->group_size;
+    args.group_shift = 31;
+    if (p->group_size != -1)
+        for (args.group_shift = 0; (1 << args.group_shift) < p->group_size; ++args.group_shift) {
+        }
     args.k_tiles_per_split = plan.k_tiles_per_split;
 
     trt_woq_status r;

@@ -33,6 +33,7 @@ struct GemmArgs {
     float* partials;      // [split, M, N] FP32 (split > 1)
     int m, n, k;
     int group;            // group size along K; K for per-channel
+    int group_shift;      // log2(group); 31 for per-channel (every k in group 0)
     int k_tiles_per_split;
 };
 
@@ -201,8 +202,8 @@ __device__ __forceinline__ int swz_b(int line, int chunk) {
     return BITS == 8 ? (chunk ^ (line & 3)) : (chunk ^ (line & 1));
 }
 
-template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T>
-__global__ void __launch_bounds__(WM* WN * 32) gemm_mma_kernel(const GemmArgs args) {
+template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
+__global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const GemmArgs args) {
     using L = StageLayout<BM, BN, BITS>;
     using O = Ops<T>;
     using T2 = typename O::T2;
@@ -235,26 +236,44 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_mma_kernel(const GemmArgs ar
         return reinterpret_cast<T*>(smem + s * L::kBytes + L::kABytes + L::kBBytes + L::kSBytes);
     };
 
+    // Per-thread copy assignments are the same for every K tile: hoist the row / line pointers, the validity
+    // (M and N tails are zero-filled) and the swizzled shared-memory offsets out of the K loop.
+    static_assert((BM * 8) % kThreads == 0 && (L::kLines * 8) % kThreads == 0, "copy split must be exact");
+    constexpr int kAIters = BM * 8 / kThreads, kBIters = L::kLines * 8 / kThreads;
+    const T* a_src[kAIters];
+    int a_dst[kAIters];
+    uint32_t a_ok = 0;
+#pragma unroll
+    for (int it = 0; it < kAIters; ++it) {
+        const int i = tid + it * kThreads, row = i >> 3, ch = i & 7;
+        const bool ok = m0 + row < args.m;
+        a_ok |= uint32_t(ok) << it;
+        a_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
+        a_dst[it] = row * kBK + swz_a(row, ch) * 8;
+    }
+    const int32_t* b_src[kBIters];
+    int b_dst[kBIters];
+    uint32_t b_ok = 0;
+#pragma unroll
+    for (int it = 0; it < kBIters; ++it) {
+        const int i = tid + it * kThreads, line = i >> 3, ch = i & 7;
+        const int gl = n0 / kI + line;
+        const bool ok = gl < lines_total;
+        b_ok |= uint32_t(ok) << it;
+        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
+        b_dst[it] = line * 32 + swz_b<BITS>(line, ch) * 4;
+    }
+
     auto load_stage = [&](int s, int kt) {
         const int k0 = kt * kBK;
         T* sa = stage_a(s);
-        for (int i = tid; i < BM * 8; i += kThreads) {
-            const int row = i >> 3, ch = i & 7;
-            const int gm = m0 + row;
-            const bool ok = gm < args.m;
-            const T* src = A + (size_t)(ok ? gm : 0) * args.k + k0 + ch * 8;
-            cp_async16(sa + row * kBK + swz_a(row, ch) * 8, src, ok);
-        }
+#pragma unroll
+        for (int it = 0; it < kAIters; ++it) cp_async16(sa + a_dst[it], a_src[it] + k0, (a_ok >> it) & 1);
         uint32_t* sb = stage_b(s);
-        for (int i = tid; i < L::kLines * 8; i += kThreads) {
-            const int line = i >> 3, ch = i & 7;
-            const int gl = n0 / kI + line;
-            const bool ok = gl < lines_total;
-            const int32_t* src = args.b + (size_t)(ok ? gl : 0) * words_per_line + kt * 32 + ch * 4;
-            cp_async16(sb + line * 32 + swz_b<BITS>(line, ch) * 4, src, ok);
-        }
+#pragma unroll
+        for (int it = 0; it < kBIters; ++it) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
         // Scale (and zero) rows of the groups this K tile touches: one when group >= 64, two when group == 32.
-        const int g_first = k0 / args.group, g_last = (k0 + kBK - 1) / args.group;
+        const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
         T* ss = stage_s(s);
         T* sz = stage_z(s);
         for (int i = tid; i < 2 * (BN / 2); i += kThreads) {
@@ -283,59 +302,125 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_mma_kernel(const GemmArgs ar
 
     const auto zq_sym8 = O::int8_zero(128.f);  // symmetric zero points 2^(bits-1)
     const auto zq_sym4 = O::int4_zero(8.f);
-    for (int kt = kt_begin; kt < kt_end; ++kt) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // tile kt has landed for all threads; the buffer refilled below was consumed at kt - 1
-        {
-            const int next = kt + STAGES - 1;
-            if (next < kt_end) load_stage((next - kt_begin) % STAGES, next);
-            cp_async_commit();
+    // Group of k: k >> group_shift (group sizes are powers of two; per-channel uses shift 31, i.e. group 0).
+    const int gshift = args.group_shift;
+
+    // Register double buffering (the CUTLASS multistage pattern): the A fragments and packed B words of the next
+    // k16 step are read from shared memory while the mma of the current step run, and at the last step of a tile
+    // the first fragments of the next tile, so the tensor cores never wait for a shared-memory load at a tile
+    // boundary. A packed word covers kSPW k16 steps (INT8 1, INT4 2); it is converted at the first of them.
+    constexpr int kSPW = BITS == 8 ? 1 : 2;
+    constexpr int kSteps = kBK / 16;
+    const int a_row = warp_m * kWarpM + (lane & 15);
+    const int a_ch = lane >> 4;
+    int b_off[kNT];  // word offset of this lane's word for block 0 (before the chunk swizzle), per n8 tile
+    int b_line[kNT];
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+        const int nl = warp_n * kWarpN + j * 8 + (lane >> 2);
+        b_line[j] = nl / kI;
+        b_off[j] = (nl % kI) * (4 / kSPW);
+    }
+
+    uint32_t afrag[2][kMT][4];
+    uint32_t braw[2][kNT];
+    // Scale (zero) of this lane's channel for the tile's first and second group row, as raw 16-bit patterns in
+    // separate arrays so the per-block choice is a select, not a dynamically indexed (local-memory) array.
+    uint16_t sc0[kNT], sc1[kNT], zc0[kNT], zc1[kNT];
+    uint32_t bfrag[kNT][2 * kSPW];
+    int tile_groups = 0;       // bit b: block b of the current tile uses the second group row (group 32 only)
+
+    auto load_a = [&](const T* sa, int ks, uint32_t (&dst)[kMT][4]) {
+#pragma unroll
+        for (int i = 0; i < kMT; ++i) {
+            const int row = a_row + i * 16;
+            ldmatrix_x4(dst[i], sa + row * kBK + swz_a(row, ks * 2 + a_ch) * 8);
         }
+    };
+    auto load_b = [&](const uint32_t* sb, int blk, uint32_t (&dst)[kNT]) {
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+            dst[j] = sb[b_line[j] * 32 + swz_b<BITS>(b_line[j], b_off[j] + blk) * 4 + (lane & 3)];
+    };
+    auto load_scales = [&](int s, int kt) {
+        const T* ss = stage_s(s);
+        const T* sz = stage_z(s);
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) {
+            const int nl = warp_n * kWarpN + j * 8 + (lane >> 2);
+            const uint16_t* ss16 = reinterpret_cast<const uint16_t*>(ss);
+            const uint16_t* sz16 = reinterpret_cast<const uint16_t*>(sz);
+            sc0[j] = ss16[nl];
+            sc1[j] = ss16[BN + nl];
+            if (has_zeros) {
+                zc0[j] = sz16[nl];
+                zc1[j] = sz16[BN + nl];
+            }
+        }
+        const int k0 = kt * kBK, g0 = k0 >> gshift;
+        tile_groups = 0;
+#pragma unroll
+        for (int b = 0; b < kSteps / kSPW; ++b)
+            tile_groups |= (((k0 + b * 16 * kSPW) >> gshift) != g0) << b;
+    };
+    auto convert = [&](int blk, const uint32_t (&raw)[kNT]) {
+        const int r = (tile_groups >> blk) & 1;
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) {
+            const uint16_t sbits = r ? sc1[j] : sc0[j];
+            const T2 s2 = O::bcast(*reinterpret_cast<const T*>(&sbits));
+            if constexpr (BITS == 8) {
+                const uint16_t zbits = r ? zc1[j] : zc0[j];
+                const auto zq = has_zeros ? O::int8_zero(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym8;
+                O::int8_to_frag(raw[j], zq, s2, bfrag[j][0], bfrag[j][1]);
+            } else {
+                const uint16_t zbits = r ? zc1[j] : zc0[j];
+                const auto zq = has_zeros ? O::int4_zero(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym4;
+                O::int4_to_frag(raw[j], zq, s2, bfrag[j]);
+            }
+        }
+    };
+
+    if (kt_begin < kt_end) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        load_a(stage_a(0), 0, afrag[0]);
+        load_b(stage_b(0), 0, braw[0]);
+        load_scales(0, kt_begin);
+    }
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
         const int s = (kt - kt_begin) % STAGES;
         const T* sa = stage_a(s);
         const uint32_t* sb = stage_b(s);
-        const T* ss = stage_s(s);
-        const T* sz = stage_z(s);
-        const int k0 = kt * kBK;
-        const int g_first = k0 / args.group;
-
-        // A word of the packed layout covers 16 k (INT8: one k16 step) or 32 k (INT4: two k16 steps).
-        constexpr int kStepsPerWord = BITS == 8 ? 1 : 2;
 #pragma unroll
-        for (int blk = 0; blk < 4 / kStepsPerWord; ++blk) {
-            const int g = (k0 + blk * 16 * kStepsPerWord) / args.group - g_first;  // 0 or 1
-            uint32_t bfrag[kNT][2 * kStepsPerWord];
-#pragma unroll
-            for (int j = 0; j < kNT; ++j) {
-                const int nl = warp_n * kWarpN + j * 8 + (lane >> 2);  // this lane's channel within the tile
-                const int line = nl / kI;
-                const int chunk = (nl % kI) * (4 / kStepsPerWord) + blk;
-                const uint32_t w = sb[line * 32 + swz_b<BITS>(line, chunk) * 4 + (lane & 3)];
-                const T2 s2 = O::bcast(ss[g * BN + nl]);
-                if constexpr (BITS == 8) {
-                    const auto zq = has_zeros ? O::int8_zero(float(sz[g * BN + nl])) : zq_sym8;
-                    O::int8_to_frag(w, zq, s2, bfrag[j][0], bfrag[j][1]);
-                } else {
-                    const auto zq = has_zeros ? O::int4_zero(float(sz[g * BN + nl])) : zq_sym4;
-                    O::int4_to_frag(w, zq, s2, bfrag[j]);
+        for (int ks = 0; ks < kSteps; ++ks) {
+            if (ks % kSPW == 0) convert(ks / kSPW, braw[(ks / kSPW) & 1]);
+            if (ks + 1 < kSteps) {
+                load_a(sa, ks + 1, afrag[(ks + 1) & 1]);
+                if ((ks + 1) % kSPW == 0) load_b(sb, (ks + 1) / kSPW, braw[((ks + 1) / kSPW) & 1]);
+            } else {
+                // Tile kt + 1 must have landed (S - 3 younger groups may still fly); after the barrier every
+                // thread is done reading tile kt - 1's buffer (and tile kt's), so refilling it is safe.
+                cp_async_wait<STAGES - 3>();
+                __syncthreads();
+                const int next = kt + STAGES - 1;
+                if (next < kt_end) load_stage((next - kt_begin) % STAGES, next);
+                cp_async_commit();
+                if (kt + 1 < kt_end) {
+                    const int s1 = (kt + 1 - kt_begin) % STAGES;
+                    load_a(stage_a(s1), 0, afrag[0]);
+                    load_b(stage_b(s1), 0, braw[0]);
                 }
             }
+            const int st = ks % kSPW;
 #pragma unroll
-            for (int st = 0; st < kStepsPerWord; ++st) {
-                const int ks = blk * kStepsPerWord + st;  // k16 step within the tile
-                uint32_t afrag[kMT][4];
+            for (int i = 0; i < kMT; ++i)
 #pragma unroll
-                for (int i = 0; i < kMT; ++i) {
-                    const int row = warp_m * kWarpM + i * 16 + (lane & 15);
-                    const int ch = ks * 2 + (lane >> 4);
-                    ldmatrix_x4(afrag[i], sa + row * kBK + swz_a(row, ch) * 8);
-                }
-#pragma unroll
-                for (int i = 0; i < kMT; ++i)
-#pragma unroll
-                    for (int j = 0; j < kNT; ++j) O::mma(acc[i][j], afrag[i], bfrag[j][2 * st], bfrag[j][2 * st + 1]);
-            }
+                for (int j = 0; j < kNT; ++j)
+                    O::mma(acc[i][j], afrag[ks & 1][i], bfrag[j][2 * st], bfrag[j][2 * st + 1]);
         }
+        // The next tile's scales: read after this tile's last conversion (above), before its first.
+        if (kt + 1 < kt_end) load_scales((kt + 1 - kt_begin) % STAGES, kt + 1);
     }
     cp_async_wait<0>();
 
