@@ -73,7 +73,7 @@ class WoqAttributes:
         """Input name -> position for this node's flags."""
         pos = {"X": INPUT_X, "packed_weight": INPUT_PACKED_WEIGHT, "scales": INPUT_SCALES}
         nxt = INPUT_SCALES + 1
-        for name, flag in zip(OPTIONAL_INPUTS, (self.has_zeros, self.has_bias)):
+        for name, flag in zip(OPTIONAL_INPUTS, (self.has_zeros, self.has_bias), strict=True):
             if flag:
                 pos[name] = nxt
                 nxt += 1

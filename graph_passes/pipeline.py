@@ -179,7 +179,8 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
             raise UserError(f"{path}: output folder {folder} is not writable")
     model, base_dir, external = load_model(model_path)
     config.external_data_dir = base_dir
-    report = QuantReport(model=model_path, output=output_path, config=_config_dict(config))
+    report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
+                         notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
     out = run_passes(model, config, report)
     del model
@@ -202,7 +203,7 @@ def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
 
     model, base_dir, _ = load_model(model_path)
     config.external_data_dir = base_dir
-    report = QuantReport(model=model_path, config=_config_dict(config))
+    report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
     graph = gs.import_onnx(model)
     matches, skips = find_linear_layers(graph, config)
@@ -219,6 +220,22 @@ def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
     for s in skips:
         report.skip(s.node, s.reason, s.detail)
     return report
+
+
+def tensorrt_notes(config: QuantConfig) -> list[str]:
+    """What TensorRT will not take in the Q/DQ output. Its Dequantize operator accepts no zero point other than
+    zeros and block (2-D) scales only for INT4 (docs.nvidia.com/deeplearning/tensorrt/operators/docs/Dequantize.html);
+    ONNX Runtime runs all of them."""
+    if config.format != "qdq":
+        return []
+    notes = []
+    if config.asymmetric:
+        notes.append("TensorRT's Dequantize takes no non-zero zero points: this asymmetric Q/DQ model runs in ONNX "
+                     "Runtime; for TensorRT use --format plugin")
+    if config.bits == 8 and config.group_size != -1:
+        notes.append("TensorRT's Dequantize takes block scales for INT4 only: for INT8 in TensorRT use "
+                     "--group-size -1 or --format plugin")
+    return notes
 
 
 def _config_dict(config: QuantConfig) -> dict:

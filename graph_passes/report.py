@@ -39,6 +39,7 @@ class QuantReport:
     model_bytes_before: int = 0    # all initializers of the input model
     model_bytes_after: int = 0     # all initializers of the output model
     external_data: bool = False
+    notes: list[str] = field(default_factory=list)
 
     def skip(self, node, reason: str, detail: str = "") -> None:
         self.skipped.append(Skipped(node=node.name, op=node.op, reason=reason, detail=detail))
@@ -88,6 +89,7 @@ class QuantReport:
                          + (" (external data)" if self.external_data else ""))
         elif self.model_bytes_before:
             lines.append(f"model:     {_mb(self.model_bytes_before)} of initializers")
+        lines.extend(f"note:      {n}" for n in self.notes)
         return "\n".join(lines)
 
 

@@ -35,7 +35,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         storage = act_numpy_dtype(act)
         base = m.source_name + ("_T" if m.transpose else "")
 
-        def build(qw, base=base, act=act):
+        def build(qw, base=base, act=act, m=m):
             packed = gs.Constant(names(f"{base}_woq{qw.bits}_packed"), layout.pack(qw.u, qw.bits))
             scales = gs.Constant(names(f"{base}_woq{qw.bits}_scales"), to_act_storage(qw.scales, act))
             zeros = (None if qw.zeros is None else

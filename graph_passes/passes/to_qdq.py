@@ -15,7 +15,8 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from graph_passes.errors import QuantizationError
-from graph_passes.passes._common import NameScope, QuantizeOnce, bias_storage, op_act_dtype, progress_bar, skip_reason_of
+from graph_passes.passes._common import (NameScope, QuantizeOnce, bias_storage, op_act_dtype, progress_bar,
+                                         skip_reason_of)
 from graph_passes.passes.match import constant_nbytes, find_linear_layers
 from graph_passes.report import QuantReport, Rewritten
 

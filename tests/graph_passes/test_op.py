@@ -38,8 +38,9 @@ def _single_node_model(rng, act, bits, group_size, asym, bias, k=512, n=68):
 
 
 @pytest.mark.parametrize("act", ["fp16", "bf16", "fp32"])
-@pytest.mark.parametrize("bits,group_size,asym,bias", [(4, 128, False, False), (4, 64, True, True), (4, 256, True, False),
-                                                       (8, -1, False, True), (8, 32, True, False)])
+@pytest.mark.parametrize("bits,group_size,asym,bias", [(4, 128, False, False), (4, 64, True, True),
+                                                       (4, 256, True, False), (8, -1, False, True),
+                                                       (8, 32, True, False)])
 def test_reference_evaluator_vs_float64(rng, act, bits, group_size, asym, bias):
     if act == "bf16":
         pytest.importorskip("ml_dtypes")

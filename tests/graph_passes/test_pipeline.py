@@ -154,3 +154,12 @@ def test_failed_write_leaves_nothing(rng, tmp_path, monkeypatch):
     with pytest.raises(UserError, match="disk full"):
         quantize_model(str(path), str(tmp_path / "q.onnx"), QuantConfig())
     assert sorted(os.listdir(tmp_path)) == ["m.onnx"]
+
+
+def test_qdq_notes_for_tensorrt(rng, tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(models.mlp(rng), path)
+    assert not inspect_model(str(path), QuantConfig(format="qdq")).notes
+    notes = inspect_model(str(path), QuantConfig(format="qdq", bits=8, group_size=64, asymmetric=True)).notes
+    assert len(notes) == 2 and all("TensorRT" in n for n in notes)
+    assert not inspect_model(str(path), QuantConfig(format="plugin", bits=8, group_size=64, asymmetric=True)).notes

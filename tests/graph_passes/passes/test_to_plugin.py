@@ -106,7 +106,7 @@ def test_projections_share_one_input_cast(rng):
     out, _ = models.run_pass(model)
     assert _ops(out).count("Cast") == 1 + 3 and _ops(out).count("WeightOnlyLinear") == 3
     x = rng.standard_normal((2, 3, 128)).astype(np.float32)
-    for y, w in zip(models.ref_run(out, {"x": x}), (numpy_helper.to_array(t) for t in inits)):
+    for y, w in zip(models.ref_run(out, {"x": x}), (numpy_helper.to_array(t) for t in inits), strict=True):
         ref = x.astype(np.float16).astype(np.float64) @ quantize_rtn(w, 4, 128).dequantize()
         assert np.all(np.abs(y - ref) <= 2.0**-11 * np.abs(ref) + 2.0**-25)
 

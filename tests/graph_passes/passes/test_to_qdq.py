@@ -73,7 +73,7 @@ def test_fp16_graph_twins(rng):
     x = rng.standard_normal((2, 3, 128)).astype(np.float16)
     outs_p = models.ref_run(plugin, {"x": x})
     outs_q = models.ort_run(qdq, {"x": x})
-    for yp, yq, (w, _) in zip(outs_p, outs_q, _plugin_layers(plugin)):
+    for yp, yq, (w, _) in zip(outs_p, outs_q, _plugin_layers(plugin), strict=True):
         assert yp.dtype == yq.dtype == np.float16
         # ORT may accumulate in fp16: (K + 2) u16 (|x| @ |W|) bounds both roundings.
         bound = (128 + 2) * U16 * (np.abs(x.astype(np.float64)) @ np.abs(w))
