@@ -21,8 +21,11 @@ def cmd_quantize(args) -> int:
 
     Writes OUT (default MODEL.woq_<options>.onnx), with WeightOnlyLinear nodes for the TensorRT plugin (--format
     plugin) or standard DequantizeLinear + MatMul (--format qdq, opset 21). Prints a summary of the nodes rewritten and
-    skipped (with reasons) and the weight bytes before / after. An existing OUT is refused unless --force; the input
-    is never modified.
+    skipped (with reasons) and the weight bytes before / after. A node that cannot be quantized (non-constant weight,
+    K not a multiple of 64 or of the group size, NaN/Inf, ...) is skipped and listed; when no node at all can be
+    quantized nothing is written and the command fails. An existing OUT is refused unless --force; the input is never
+    modified. Models with external data are read from beside MODEL, and OUT uses external data (OUT.data) when MODEL
+    did or the weights come near protobuf's 2 GB limit.
     """
     from graph_passes.pipeline import quantize_model
 

@@ -187,6 +187,10 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     if not report.rewritten:
         why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul or Gemm node"
         raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
+    kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
+    if kept:
+        report.notes.append(f"{kept} node(s) compute in their graph's own dtype, not --act-dtype {config.act_dtype} "
+                            f"(--act-dtype applies to FP32 graphs)")
     report.model_bytes_after = _initializer_bytes(out)
     report.external_data = external or report.model_bytes_after >= EXTERNAL_DATA_THRESHOLD
     save_model(out, output_path, base_dir, report.external_data)
