@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))  # models.py (fixture model builders)
+sys.path.insert(0, os.path.dirname(__file__))  # woq_models.py (fixture model builders)
 
 
 @pytest.fixture

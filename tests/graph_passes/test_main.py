@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
-import models
+import woq_models as models
 from graph_passes.__main__ import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

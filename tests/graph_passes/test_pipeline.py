@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import models
+import woq_models as models
 from graph_passes import QuantConfig, UserError, inspect_model, quantize_model
 
 

@@ -7,7 +7,7 @@ import onnx_graphsurgeon as gs
 import pytest
 from onnx import numpy_helper
 
-import models
+import woq_models as models
 from graph_passes import QuantConfig
 from graph_passes.passes import find_linear_layers
 

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-import models
+import woq_models as models
 from graph_passes import op
 from graph_passes.quantize import quantize_rtn
 

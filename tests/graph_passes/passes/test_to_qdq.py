@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
-import models
+import woq_models as models
 from graph_passes import op, weight_dequantize
 
 U32, U16 = 2.0**-24, 2.0**-11
