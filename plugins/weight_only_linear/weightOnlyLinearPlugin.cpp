@@ -174,6 +174,7 @@ WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(WeightOnlyLinearPlugin const& oth
     , mM(other.mM)
     , mTactic(other.mTactic)
     , mCandidate(other.mCandidate)
+    , mTimingCacheId(other.mTimingCacheId)
 {
     TRT_WOQ_TRACE("WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(copy)");
     // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
