@@ -16,6 +16,7 @@ tensor uses layout ``interleaved_v1`` (int32 ``[N/I, K/2]``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ ACT_DTYPES = ("fp16", "bf16", "fp32")  # fp32: reference only (the op and Q/DQ c
 # Candidate clipping ratios of the scale search, 1.0 first (max-abs / min-max), then shrinking ranges.
 DEFAULT_CLIP_RATIOS = tuple(float(r) for r in np.round(np.arange(1.0, 0.545, -0.025), 3))
 _COLUMN_CHUNK = 1024  # columns per vectorized step: bounds the temporaries to a few [K, 1024] float32 arrays
+_MAX_THREADS = min(8, os.cpu_count() or 1)  # chunks quantized in parallel (each holds ~3 [K, 1024] temporaries)
 
 try:  # optional: bf16 storage dtype (onnx and onnx-graphsurgeon already depend on it)
     import ml_dtypes as _ml_dtypes
@@ -231,7 +233,8 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
     u = np.empty((k, n), np.uint8)
     scales = np.empty((k // g, n), np.float32)
     zeros = np.empty((k // g, n), np.float32) if asymmetric else None
-    for c0 in range(0, n, _COLUMN_CHUNK):
+
+    def one_chunk(c0: int) -> None:  # writes disjoint column slices: safe from several threads
         c1 = min(n, c0 + _COLUMN_CHUNK)
         wg = np.asarray(w[:, c0:c1], np.float32).reshape(k // g, g, c1 - c0)
         if asymmetric:
@@ -242,6 +245,18 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
             uc = q + (1 << (bits - 1))
         u[:, c0:c1] = uc.reshape(k, c1 - c0).astype(np.uint8)
         scales[:, c0:c1] = s
+
+    chunks = range(0, n, _COLUMN_CHUNK)
+    workers = min(len(chunks), _MAX_THREADS)
+    if workers <= 1:
+        for c0 in chunks:
+            one_chunk(c0)
+    else:  # numpy's ufuncs release the GIL: column chunks run in parallel
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            for f in [pool.submit(one_chunk, c0) for c0 in chunks]:
+                f.result()
     return QuantizedWeight(u=u, scales=scales, zeros=zeros, bits=bits, group_size=group_size, act_dtype=act_dtype)
 
 
