@@ -77,13 +77,28 @@ def cmd_compare(args) -> int:
 
 
 def cmd_build(args) -> int:
-    """Build a TensorRT engine from MODEL (plugin format needs the trt_woq plugin library; needs TensorRT)."""
+    """Build a TensorRT engine from MODEL (needs TensorRT; the plugin format also the trt_woq plugin library).
+
+    Calls trt_woq.engine.build_engine. Without --profile, dynamic dims get the runtime's default ranges. An existing
+    ENGINE is refused unless --force.
+    """
+    import os
+
     try:
         from trt_woq.engine import build_engine
     except ImportError as exc:
-        raise UserError(f"build needs the trt_woq runtime and TensorRT: {exc}") from None
-    engine = args.output or (args.model.rsplit(".onnx", 1)[0] + ".engine")
-    build_engine(args.model, engine)
+        raise UserError(f"build needs the trt_woq runtime (pip install this project): {exc}") from None
+    engine = args.output or (os.path.splitext(args.model)[0] + ".engine")
+    if os.path.exists(engine) and not args.force:
+        raise UserError(f"{engine}: already exists; pass --force to overwrite it")
+    kwargs = {"precision": args.precision, "verbose": args.verbose}
+    if args.plugin:
+        kwargs["plugin_path"] = args.plugin
+    if args.timing_cache:
+        kwargs["timing_cache"] = args.timing_cache
+    if args.profile:
+        kwargs["profiles"] = [_parse_profile(args.profile)]
+    build_engine(args.model, engine, **kwargs)
     print(f"wrote {engine}")
     return 0
 
@@ -108,6 +123,22 @@ def _parse_shapes(items):
         except ValueError:
             raise UserError(f"--input-shape {item!r}: dims must be integers") from None
     return shapes
+
+
+def _parse_profile(items) -> dict:
+    """NAME:D0,D1,... (static) or NAME:MIN/OPT/MAX with each a D0,D1,... shape -> {name: shape or (min, opt, max)}."""
+    profile = {}
+    for item in items:
+        name, sep, spec = item.rpartition(":")
+        try:
+            shapes = [tuple(int(d) for d in part.split(",") if d) for part in spec.split("/")]
+        except ValueError:
+            shapes = []
+        if not sep or not name or len(shapes) not in (1, 3) or any(not s for s in shapes):
+            raise UserError(f"--profile {item!r}: expected NAME:D0,D1,... or NAME:MIN/OPT/MAX "
+                            f"(e.g. input_ids:1,1/1,128/8,512)")
+        profile[name] = shapes[0] if len(shapes) == 1 else tuple(shapes)
+    return profile
 
 
 def _doc(fn) -> tuple[str, str]:
@@ -178,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help=short, description=long, formatter_class=fmt)
     p.add_argument("model", metavar="MODEL")
     p.add_argument("-o", "--output", metavar="ENGINE", help="engine file (default MODEL.engine)")
+    p.add_argument("--profile", action="append", metavar="NAME:MIN/OPT/MAX",
+                   help="shape range of an input, each shape D0,D1,... (repeatable; one profile)")
+    p.add_argument("--precision", choices=("auto", "strongly-typed", "fp16", "bf16", "fp32"), default="auto",
+                   help="auto: strongly typed where TensorRT has it (default)")
+    p.add_argument("--plugin", metavar="LIB", help="plugin library (default: the one installed with trt_woq)")
+    p.add_argument("--timing-cache", metavar="FILE", help="TensorRT timing cache, read and updated")
+    p.add_argument("--force", action="store_true", help="overwrite an existing engine")
+    p.add_argument("-v", "--verbose", action="store_true", help="TensorRT's verbose log")
     p.set_defaults(func=cmd_build)
     return parser
 

@@ -198,3 +198,22 @@ def test_compare_wired(capsys, monkeypatch, mlp_path, tmp_path):
     assert rc == 1 and "stand-in report" in capsys.readouterr().out
     assert calls == dict(original=str(mlp_path), quantized="q.onnx", input_shapes={"x": (1, 4, 256)}, seed=3,
                          min_cosine=0.99, use_trt=False)
+
+
+def test_build_wired(capsys, monkeypatch, mlp_path, tmp_path):
+    # trt_woq.engine needs TensorRT and a GPU; check the wiring with a stand-in of its documented API.
+    import types
+
+    calls = {}
+
+    def build_engine(onnx_path, engine_path=None, **kwargs):
+        calls.update(onnx_path=onnx_path, engine_path=engine_path, **kwargs)
+        open(engine_path, "wb").write(b"engine")
+        return b"engine"
+
+    monkeypatch.setitem(sys.modules, "trt_woq.engine", types.SimpleNamespace(build_engine=build_engine))
+    engine = tmp_path / "m.engine"
+    assert main(["build", str(mlp_path), "-o", str(engine), "--profile", "x:1,1,256/2,8,256/4,64,256"]) == 0
+    assert calls["profiles"] == [{"x": ((1, 1, 256), (2, 8, 256), (4, 64, 256))}] and calls["precision"] == "auto"
+    _fails(capsys, ["build", str(mlp_path), "-o", str(engine)], "already exists")
+    _fails(capsys, ["build", str(mlp_path), "-o", str(engine), "--force", "--profile", "x:1,a"], "--profile")
