@@ -297,14 +297,16 @@ def make_inputs(model, input_shapes: dict | None = None, seed: int = 0) -> dict[
 # compare
 # ---------------------------------------------------------------------------------------------------------------
 
-def _load(path: str):
+def _load(path: str, external_data: bool = False):
+    """The model; weights stored as external data are read only when asked (the graph and dims are enough unless a
+    Q/DQ twin has to be built), which keeps memory down for big models: ONNX Runtime reads the files itself."""
     import onnx
 
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     try:
-        return onnx.load(str(p))
+        return onnx.load(str(p), load_external_data=external_data)
     except Exception as exc:  # onnx raises DecodeError, OSError, ... for a file that is not ONNX
         raise UserError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
 
@@ -352,10 +354,11 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
             if has_plugin_nodes(model):
                 import onnx
 
+                twin = plugin_to_qdq(_load(path, external_data=True))
                 run_paths[role] = os.path.join(tmp, f"{role}_qdq_twin.onnx")
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
-                onnx.save(plugin_to_qdq(model), run_paths[role], save_as_external_data=True,
-                          location=f"{role}_qdq_twin.onnx.data")
+                onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
+                del twin
                 via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]

@@ -276,3 +276,18 @@ def test_non_finite_quantized_output_fails():
     assert not result.finite and not result.passes(None)
     report = CompareReport("a", "b", "test", {}, 0, None, [result])
     assert not report.passed and report.format().splitlines()[-1] == "FAILED"
+
+
+def test_models_with_external_data(tmp_path):
+    """Weights stored as external data (how models over 2 GB are saved): same figures as the single-file models."""
+    rng = np.random.default_rng()
+    o_path, p_path, _, _ = _models(tmp_path, rng, bits=4, group=64, asym=True, bias=True)
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    for src in (o_path, p_path):
+        onnx.save(onnx.load(src), ext / src.name, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location=src.name + ".data", size_threshold=0)
+        assert (ext / (src.name + ".data")).stat().st_size > 0
+    a = compare(o_path, p_path, seed=9).outputs[0]
+    b = compare(ext / o_path.name, ext / p_path.name, seed=9).outputs[0]
+    assert a.cosine == b.cosine and a.max_abs == b.max_abs
