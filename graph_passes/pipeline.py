@@ -10,6 +10,7 @@ protobuf's 2 GB limit; otherwise one file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -178,7 +179,7 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
         if not os.access(folder, os.W_OK):
             raise UserError(f"{path}: output folder {folder} is not writable")
     model, base_dir, external = load_model(model_path)
-    config.external_data_dir = base_dir
+    config = dataclasses.replace(config, external_data_dir=base_dir)  # the caller's config stays as it was
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
                          notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
@@ -203,17 +204,16 @@ def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
     """What :func:`quantize_model` would rewrite and what it would skip, without loading weight values."""
     import onnx_graphsurgeon as gs
 
+    from graph_passes.passes._common import op_act_dtype
     from graph_passes.passes.match import find_linear_layers
+    from graph_passes.report import Rewritten
 
     model, base_dir, _ = load_model(model_path)
-    config.external_data_dir = base_dir
+    config = dataclasses.replace(config, external_data_dir=base_dir)
     report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
     graph = gs.import_onnx(model)
     matches, skips = find_linear_layers(graph, config)
-    from graph_passes.passes._common import op_act_dtype
-    from graph_passes.report import Rewritten
-
     seen = set()
     for m in matches:
         act, casts = op_act_dtype(m, config)

@@ -89,7 +89,7 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
             m.node.outputs.clear()
             name = names(m.node.name or "Gemm")
             if m.bias is None:
-                graph.layer(op="MatMul", name=f"{name}_MatMul", inputs=[m.x, w], outputs=[out])
+                graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[out])
             else:
                 mm = gs.Variable(names(f"{name}_matmul_out"), dtype=graph_dtype)
                 graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[mm])
