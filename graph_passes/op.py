@@ -179,3 +179,10 @@ def reference_evaluator(model, **kwargs):
     from onnx.reference import ReferenceEvaluator
 
     return ReferenceEvaluator(model, new_ops=[reference_op()], **kwargs)
+
+
+def __getattr__(name):
+    """``graph_passes.op.WeightOnlyLinear``: the OpRun class, created on first use (onnx.reference imported then)."""
+    if name == "WeightOnlyLinear":
+        return reference_op()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

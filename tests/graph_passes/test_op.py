@@ -89,3 +89,13 @@ def test_evaluate_rejects_mismatched_dtypes(rng):
     with pytest.raises(Exception, match="scales must be"):
         op.reference_evaluator(model).run(None, {"x": x.astype(np.float32)})
     onnx.checker.check_model(model)
+
+
+def test_op_run_class_for_new_ops(rng):
+    from onnx.reference import ReferenceEvaluator
+    from onnx.reference.op_run import OpRun
+
+    assert issubclass(op.WeightOnlyLinear, OpRun) and op.WeightOnlyLinear.op_domain == "trt_woq"
+    model, x, ref, _ = _single_node_model(rng, "fp32", 8, 64, False, True)
+    y = ReferenceEvaluator(model, new_ops=[op.WeightOnlyLinear]).run(None, {"x": x})[0]
+    assert np.all(np.abs(y - ref) <= 2.0**-24 * np.abs(ref) + 2.0**-150)
