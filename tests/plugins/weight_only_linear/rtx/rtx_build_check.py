@@ -122,8 +122,11 @@ def child(plugin: str, onnx_path: str, engine_out: str | None) -> int:
     return 0
 
 
-def run_pair(plugin: str, onnx_path: Path, preload: str | None, log: Path) -> tuple[bool, str]:
+def run_pair(plugin: str, onnx_path: Path, preload: str | None, log: Path,
+             expect_log: str | None = None) -> tuple[bool, str]:
     env = dict(os.environ, TRT_WOQ_PLUGIN_TRACE="1", TRT_WOQ_PLUGIN_LOG_STDERR="1", PYTHONUNBUFFERED="1")
+    if expect_log:
+        del env["TRT_WOQ_PLUGIN_LOG_STDERR"]  # the message must arrive through TensorRT's logger
     if preload:
         env["LD_PRELOAD"] = preload
     proc = subprocess.run([sys.executable, __file__, "--child", plugin, str(onnx_path)], env=env,
@@ -136,6 +139,11 @@ def run_pair(plugin: str, onnx_path: Path, preload: str | None, log: Path) -> tu
     status = f"exit {rc}" if rc >= 0 else f"killed by {signal.Signals(-rc).name}"
     summary = f"{Path(plugin).parent.name}/{Path(plugin).name} x {onnx_path.name}: {status}, last step " \
               f"{steps[-1] if steps else '(none)'}"
+    if expect_log:
+        delivered = [ln for ln in lines if ln.startswith("[TRT") and expect_log in ln]
+        summary += f"; plugin message {expect_log!r} through TensorRT's logger: " + \
+            (delivered[0] if delivered else "NOT delivered")
+        return bool(delivered) and rc >= 0, summary
     if rc != 0:
         traces = [ln for ln in lines if ln.startswith("[trt_woq trace]")]
         tail = [ln for ln in lines if not ln.startswith("[trt_woq trace]")][-25:]
@@ -152,6 +160,8 @@ def main(argv=None) -> int:
     ap.add_argument("--onnx", action="append", type=Path, default=[], help="ONNX model (repeatable)")
     ap.add_argument("--preload", help="terminate_backtrace.so to LD_PRELOAD in the child")
     ap.add_argument("--out", type=Path, default=Path("."), help="folder for logs and the minimal model")
+    ap.add_argument("--expect-log", help="invalid-node mode: pass when the plugin's message containing this text "
+                                         "reaches TensorRT's logger (the build itself is expected to fail)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     models = list(args.onnx) or [write_minimal_model(args.out / "woq_minimal.onnx")]
@@ -159,7 +169,7 @@ def main(argv=None) -> int:
     (args.out / "rtx_children.log").write_text("")
     for plugin in args.plugin:
         for model in models:
-            ok, summary = run_pair(plugin, model, args.preload, args.out / "rtx_children.log")
+            ok, summary = run_pair(plugin, model, args.preload, args.out / "rtx_children.log", args.expect_log)
             print(("PASS " if ok else "FAIL ") + summary, flush=True)
             passed += ok
             failed += not ok
