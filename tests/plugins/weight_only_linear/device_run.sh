@@ -102,6 +102,7 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_bad_group96.o
   echo "== C: python -m graph_passes build (trt_woq.engine.build_engine) with TensorRT-RTX"
   for m in build/c_models/llama16.int4g128.onnx build/c_models/llama32.int4g128asym_bf16.onnx; do
     [[ -f $m ]] || continue
+    rm -f "$bdir/$(basename "$m" .onnx).engine"
     PYTHONPATH=$root/python:$root:${PYTHONPATH:-} TRT_WOQ_TENSORRT_MODULE=tensorrt_rtx \
       TRT_WOQ_PLUGIN_PATH=$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so \
       python3 -m graph_passes build "$m" -o "$bdir/$(basename "$m" .onnx).engine" 2>&1 | tail -5
