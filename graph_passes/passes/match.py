@@ -126,28 +126,37 @@ def _resolve_constant(tensor, max_depth: int = 4):
 
     chain = []
     transposes = 0
+    bad_perm = None
     t = tensor
     for _ in range(max_depth + 1):
         if isinstance(t, gs.Constant):
-            return t, t.name, tuple(reversed(chain)), transposes
+            break
         producers = list(t.inputs)
         if len(producers) != 1:
             return f"input '{tensor.name}' is not a constant (initializer or Constant node)"
         p = producers[0]
         if p.op == "Constant" and isinstance(p.attrs.get("value"), gs.Constant):
-            return p.attrs["value"], t.name, tuple(reversed(chain)), transposes
+            break
         if p.op == "Cast" and p.inputs:
             chain.append(("Cast", int(p.attrs["to"])))
         elif p.op == "Transpose" and p.inputs:
-            perm = p.attrs.get("perm")
-            if perm is not None and list(perm) != [1, 0]:
-                return f"input '{tensor.name}' comes from a Transpose with perm {list(perm)} (only [1, 0])"
-            chain.append(("Transpose",))
-            transposes += 1
+            perm = None if p.attrs.get("perm") is None else list(p.attrs["perm"])
+            if perm not in (None, [1, 0], [0, 1]):
+                bad_perm = perm
+            elif perm != [0, 1]:  # [0, 1] is the identity
+                chain.append(("Transpose",))
+                transposes += 1
         else:
-            return f"input '{tensor.name}' is computed by a {p.op} node, not a constant"
+            what = "" if t is tensor else f" (through {len(chain)} Cast/Transpose node(s))"
+            return f"input '{tensor.name}' is computed by a {p.op} node{what}, not a constant"
         t = p.inputs[0]
-    return f"input '{tensor.name}' is a constant behind more than {max_depth} Cast/Transpose nodes"
+    else:
+        return f"input '{tensor.name}' is a constant behind more than {max_depth} Cast/Transpose nodes"
+    if bad_perm is not None:
+        return f"constant input '{tensor.name}' comes through a Transpose with perm {bad_perm} (only [1, 0])"
+    if isinstance(t, gs.Constant):
+        return t, t.name, tuple(reversed(chain)), transposes
+    return t.inputs[0].attrs["value"], t.name, tuple(reversed(chain)), transposes
 
 
 def _bias_values(tensor, n: int, x_rank: int | None, base_dir):

@@ -90,3 +90,22 @@ def test_name_filters_and_min_elements(rng):
     assert set(matches) == {"fc2"} and "--exclude" in skips["fc1"].reason
     matches, skips = _find(model, min_elements=128 * 256 + 1)
     assert not matches and all("min-elements" in s.reason for s in skips.values())
+
+
+def test_transpose_perms(rng):
+    from onnx import TensorProto, helper
+
+    def model(perm, w_shape):
+        vi = helper.make_tensor_value_info
+        nodes = [helper.make_node("Transpose", ["w0"], ["w"], name="t", perm=perm),
+                 helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+        return models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128])],
+                                 [vi("y", TensorProto.FLOAT, ["B", 64])],
+                                 [numpy_helper.from_array(models.weight(rng, *w_shape), "w0")])
+
+    m = _find(model([0, 1], (128, 64)))[0]["mm"]
+    assert m.chain == () and (m.k, m.n) == (128, 64)
+    m = _find(model([1, 0], (64, 128)))[0]["mm"]
+    assert m.chain == (("Transpose",),) and (m.k, m.n) == (128, 64)
+    skips = _find(model([0, 2, 1], (128, 64)))[1]  # invalid for 2-D, but the finder must refuse, not crash
+    assert "perm [0, 2, 1]" in skips["mm"].detail
