@@ -29,8 +29,8 @@ GROUP_SIZES = (-1, 32, 64, 128, 256)
 ACT_DTYPES = ("fp16", "bf16", "fp32")  # fp32: reference only (the op and Q/DQ checks at float32 precision)
 # Candidate clipping ratios of the scale search, 1.0 first (max-abs / min-max), then shrinking ranges.
 DEFAULT_CLIP_RATIOS = tuple(float(r) for r in np.round(np.arange(1.0, 0.545, -0.025), 3))
-_COLUMN_CHUNK = 1024  # columns per vectorized step: bounds the temporaries to a few [K, 1024] float32 arrays
-_MAX_THREADS = min(8, os.cpu_count() or 1)  # chunks quantized in parallel (each holds ~3 [K, 1024] temporaries)
+_COLUMN_CHUNK = 1024  # most columns per vectorized step (fewer for large K: about 4 M elements, 16 MiB, a chunk)
+_MAX_THREADS = min(8, os.cpu_count() or 1)  # chunks quantized in parallel (each holds ~3 chunk-sized temporaries)
 
 try:  # optional: bf16 storage dtype (onnx and onnx-graphsurgeon already depend on it)
     import ml_dtypes as _ml_dtypes
@@ -234,8 +234,10 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
     scales = np.empty((k // g, n), np.float32)
     zeros = np.empty((k // g, n), np.float32) if asymmetric else None
 
+    cols = min(_COLUMN_CHUNK, max(128, (1 << 22) // max(k, 1)))
+
     def one_chunk(c0: int) -> None:  # writes disjoint column slices: safe from several threads
-        c1 = min(n, c0 + _COLUMN_CHUNK)
+        c1 = min(n, c0 + cols)
         wg = np.asarray(w[:, c0:c1], np.float32).reshape(k // g, g, c1 - c0)
         if asymmetric:
             uc, s, z = _search_asymmetric(wg, bits, act_dtype, ratios, name)
@@ -246,7 +248,7 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
         u[:, c0:c1] = uc.reshape(k, c1 - c0).astype(np.uint8)
         scales[:, c0:c1] = s
 
-    chunks = range(0, n, _COLUMN_CHUNK)
+    chunks = range(0, n, cols)
     workers = min(len(chunks), _MAX_THREADS)
     if workers <= 1:
         for c0 in chunks:
