@@ -238,7 +238,7 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
 
     def one_chunk(c0: int) -> None:  # writes disjoint column slices: safe from several threads
         c1 = min(n, c0 + cols)
-        wg = np.asarray(w[:, c0:c1], np.float32).reshape(k // g, g, c1 - c0)
+        wg = np.ascontiguousarray(w[:, c0:c1], np.float32).reshape(k // g, g, c1 - c0)
         if asymmetric:
             uc, s, z = _search_asymmetric(wg, bits, act_dtype, ratios, name)
             zeros[:, c0:c1] = z
