@@ -327,10 +327,15 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
     if use_trt:
         try:
             from trt_woq.compare import compare_trt
+            from trt_woq.errors import TrtWoqError
         except ImportError as exc:
             raise UserError(f"--trt needs TensorRT and the trt_woq plugin runtime ({exc}); drop --trt to compare "
                             f"with ONNX Runtime") from None
-        return compare_trt(original_path, quantized_path, input_shapes=input_shapes, seed=seed, min_cosine=min_cosine)
+        try:
+            return compare_trt(original_path, quantized_path, input_shapes=input_shapes, seed=seed,
+                               min_cosine=min_cosine)
+        except TrtWoqError as exc:  # missing TensorRT / plugin library, failed build: the message says what to do
+            raise UserError(str(exc)) from None
     if min_cosine is not None and not (-1.0 <= min_cosine <= 1.0):
         raise UserError(f"min_cosine {min_cosine} is not in [-1, 1]")
     try:

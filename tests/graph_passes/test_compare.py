@@ -291,3 +291,26 @@ def test_models_with_external_data(tmp_path):
     a = compare(o_path, p_path, seed=9).outputs[0]
     b = compare(ext / o_path.name, ext / p_path.name, seed=9).outputs[0]
     assert a.cosine == b.cosine and a.max_abs == b.max_abs
+
+
+def test_use_trt_errors_become_user_errors(tmp_path, monkeypatch):
+    """compare_trt's own errors (TensorRT or the plugin library missing, a failed build) come back as UserError."""
+    import sys
+    import types
+
+    class TrtWoqError(RuntimeError):
+        pass
+
+    def compare_trt(*args, **kwargs):
+        raise TrtWoqError("TensorRT is not available: install it")
+
+    pkg = types.ModuleType("trt_woq")
+    pkg.__path__ = []
+    errors = types.ModuleType("trt_woq.errors")
+    errors.TrtWoqError = TrtWoqError
+    cmp = types.ModuleType("trt_woq.compare")
+    cmp.compare_trt = compare_trt
+    for name, mod in (("trt_woq", pkg), ("trt_woq.errors", errors), ("trt_woq.compare", cmp)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    with pytest.raises(UserError, match="TensorRT is not available: install it"):
+        compare(tmp_path / "a.onnx", tmp_path / "b.onnx", use_trt=True)
