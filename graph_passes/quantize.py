@@ -108,6 +108,13 @@ class QuantizedWeight:
     bits: int
     group_size: int
     act_dtype: str
+    sq_error: float = float("nan")  # sum of (W - dequantized)^2 over the weight (float32 sums)
+    sq_norm: float = float("nan")   # sum of W^2
+
+    @property
+    def rel_error(self) -> float:
+        """Relative RMS reconstruction error ||W - dequant|| / ||W|| (0 for an all-zero weight)."""
+        return float(np.sqrt(self.sq_error / self.sq_norm)) if self.sq_norm > 0 else 0.0
 
     @property
     def k(self) -> int:
@@ -185,7 +192,7 @@ def _search_symmetric(wg, bits, act_dtype, ratios, name):
         better = err < best_err
         best_err = np.where(better, err, best_err)
         best_s = np.where(better, s, best_s)
-    return _quantize_sym(wg, best_s, qmax, buf), best_s
+    return _quantize_sym(wg, best_s, qmax, buf), best_s, best_err
 
 
 def _search_asymmetric(wg, bits, act_dtype, ratios, name):
@@ -211,7 +218,7 @@ def _search_asymmetric(wg, bits, act_dtype, ratios, name):
         best_err = np.where(better, err, best_err)
         best_s = np.where(better, s, best_s)
         best_z = np.where(better, z, best_z)
-    return _quantize_asym(wg, best_s, best_z, levels, buf), best_s, best_z
+    return _quantize_asym(wg, best_s, best_z, levels, buf), best_s, best_z, best_err
 
 
 def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: bool = False, act_dtype: str = "fp16",
@@ -240,15 +247,17 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
         c1 = min(n, c0 + cols)
         wg = np.ascontiguousarray(w[:, c0:c1], np.float32).reshape(k // g, g, c1 - c0)
         if asymmetric:
-            uc, s, z = _search_asymmetric(wg, bits, act_dtype, ratios, name)
+            uc, s, z, err = _search_asymmetric(wg, bits, act_dtype, ratios, name)
             zeros[:, c0:c1] = z
         else:
-            q, s = _search_symmetric(wg, bits, act_dtype, ratios, name)
+            q, s, err = _search_symmetric(wg, bits, act_dtype, ratios, name)
             uc = q + (1 << (bits - 1))
         u[:, c0:c1] = uc.reshape(k, c1 - c0).astype(np.uint8)
         scales[:, c0:c1] = s
+        sums[c0 // cols] = (float(err.sum(dtype=np.float64)), float(np.square(wg).sum(dtype=np.float64)))
 
     chunks = range(0, n, cols)
+    sums = [(0.0, 0.0)] * len(chunks)
     workers = min(len(chunks), _MAX_THREADS)
     if workers <= 1:
         for c0 in chunks:
@@ -259,7 +268,8 @@ def quantize_rtn(w: np.ndarray, bits: int, group_size: int = -1, asymmetric: boo
         with ThreadPoolExecutor(workers) as pool:
             for f in [pool.submit(one_chunk, c0) for c0 in chunks]:
                 f.result()
-    return QuantizedWeight(u=u, scales=scales, zeros=zeros, bits=bits, group_size=group_size, act_dtype=act_dtype)
+    return QuantizedWeight(u=u, scales=scales, zeros=zeros, bits=bits, group_size=group_size, act_dtype=act_dtype,
+                           sq_error=sum(e for e, _ in sums), sq_norm=sum(w2 for _, w2 in sums))
 
 
 # ---------------------------------------------------------------------------------------------------- public API

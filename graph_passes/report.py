@@ -17,6 +17,7 @@ class Rewritten:
     act_dtype: str      # fp16 / bf16 / fp32
     casts: bool         # Casts inserted around the op (FP32 graph)
     shared: bool        # packed weight reused from an earlier node
+    weight_rel_error: float | None = None  # ||W - dequant(W)|| / ||W|| (None in inspect: nothing quantized)
 
 
 @dataclass
@@ -76,6 +77,10 @@ class QuantReport:
         detail = ", ".join(f"{v} {k}" for k, v in patterns.items())
         lines.append(f"rewritten: {len(self.rewritten)} node(s)" + (f" ({detail})" if detail else "")
                      + (f", {shared} reusing a shared packed weight" if shared else ""))
+        errs = sorted((r.weight_rel_error, r.node) for r in self.rewritten if r.weight_rel_error is not None)
+        if errs:
+            lines.append(f"error:     weight relative RMS error median {errs[len(errs) // 2][0]:.4f}, "
+                         f"worst {errs[-1][0]:.4f} ({errs[-1][1]})")
         lines.append(f"skipped:   {len(self.skipped)} node(s)")
         for reason, items in self.skip_groups().items():
             names = ", ".join(s.node for s in items[:max_names]) + (", ..." if len(items) > max_names else "")

@@ -42,6 +42,7 @@ class QuantizeOnce:
         self.config = config
         self.entries: dict = {}
         self.failed: dict = {}
+        self.rel_errors: dict = {}  # key -> relative RMS reconstruction error of the weight
 
     def get(self, match, act_dtype: str, build):
         """(entry, shared): ``build(QuantizedWeight)`` -> entry for a new key; the float weight is freed after."""
@@ -61,6 +62,7 @@ class QuantizeOnce:
             raise
         entry = build(qw)
         self.entries[key] = entry
+        self.rel_errors[key] = qw.rel_error
         return entry, False
 
 

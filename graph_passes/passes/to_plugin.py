@@ -79,6 +79,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
             graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
                         attrs={"to": ONNX_FLOAT[m.graph_act]})
         report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+                                          weight_rel_error=cache.rel_errors[m.key(act)],
                                           act_dtype=act, casts=casts, shared=shared))
         bar.update(m.node.name)
     _ensure_opset_import(graph)

@@ -96,6 +96,7 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
                 b = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, graph_dtype))
                 graph.layer(op="Add", name=names(f"{name}_Add"), inputs=[mm, b], outputs=[out])
         report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+                                          weight_rel_error=cache.rel_errors[m.key(act)],
                                           act_dtype=act, casts=False, shared=shared))
         bar.update(m.node.name)
     return graph.cleanup().toposort()

@@ -79,6 +79,7 @@ def test_summary_and_json_report(rng, tmp_path):
     assert data["summary"]["rewritten"] == 1 and data["summary"]["skipped_by_reason"]["NaN/Inf in weight"] == 1
     assert data["weight_bytes_before"] == 128 * 64 * 4 and data["weight_bytes_after"] > 0
     assert data["config"]["bits"] == 4 and data["config"]["format"] == "plugin"
+    assert 0 < data["rewritten"][0]["weight_rel_error"] < 0.5 and "weight relative RMS error" in text
 
 
 def test_inspect_reads_no_weights(rng, tmp_path):

@@ -132,3 +132,12 @@ def test_column_chunks_and_threads_give_the_same_result(rng, monkeypatch, asym):
     chunked = quantize_rtn(w, 4, 64, asym)
     assert np.array_equal(whole.u, chunked.u) and np.array_equal(whole.scales, chunked.scales)
     assert (whole.zeros is None) == (not asym) and (not asym or np.array_equal(whole.zeros, chunked.zeros))
+
+
+@pytest.mark.parametrize("asym", [False, True])
+def test_rel_error_matches_float64(rng, asym):
+    w = _weights(rng, 256, 96)
+    qw = quantize_rtn(w, 4, 64, asym)
+    expected = np.linalg.norm(qw.dequantize() - w.astype(np.float64)) / np.linalg.norm(w.astype(np.float64))
+    assert abs(qw.rel_error - expected) <= 1e-4 * expected
+    assert quantize_rtn(np.zeros((64, 8), np.float32), 8, -1).rel_error == 0.0
