@@ -9,6 +9,7 @@
 
 #include "gemm.h"
 #include "gemm_mma.cuh"
+#include "gemm_wgmma.cuh"
 
 namespace trt_woq {
 namespace gemm {
@@ -23,15 +24,20 @@ namespace {
 //     idle. One warp row, so every B fragment is converted once per CTA (a 2x2 layout converts each twice).
 //   3 32x128, 4 warps (1x4, warp tile 32x32), 6 stages: M of 17..64, bound by the weight stream, so deeper
 //     prefetch and more CTAs per SM rather than a larger tile.
+//   4, 5 (SM90 only) wgmma, 128 channels x 128 / 64 tokens, 2 warpgroups, the weights as wgmma's register operand
+//     (gemm_wgmma.cuh); 5 and 6 stages (3 and 4 tiles in flight).
 struct TileConfig {
     const char* name;
     int bm, bn, warps, stages;
+    bool wgmma;
 };
 constexpr TileConfig kTiles[] = {
-    {"128x128x64_s4", 128, 128, 8, 4},
-    {"128x128x64_s3_o2", 128, 128, 8, 3},
-    {"64x128x64_s4", 64, 128, 4, 4},
-    {"32x128x64_s6", 32, 128, 4, 6},
+    {"mma_128x128x64_s4", 128, 128, 8, 4, false},
+    {"mma_128x128x64_s3_o2", 128, 128, 8, 3, false},
+    {"mma_64x128x64_s4", 64, 128, 4, 4, false},
+    {"mma_32x128x64_s6", 32, 128, 4, 6, false},
+    {"wgmma_128x128x64_s5", 128, 128, 8, 5, true},
+    {"wgmma_64x128x64_s6", 64, 128, 8, 6, true},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -51,9 +57,11 @@ trt_woq_status cuda_fail(cudaError_t e) {
     return TRT_WOQ_ERR_CUDA;
 }
 
-int stage_bytes(const TileConfig& t, int bits) {
+int smem_bytes(const TileConfig& t, int bits) {
     const int inter = bits == 8 ? 2 : 4;
-    return t.bm * kBK * 2 + (t.bn / inter) * 128 + 2 * (2 * t.bn * 2);
+    const int stage = t.bm * kBK * 2 + (t.bn / inter) * 128 + 2 * (2 * t.bn * 2);
+    if (t.wgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // 1024-aligned stages + alignment slack
+    return t.stages * stage;
 }
 
 int smem_limit(int sm) {
@@ -111,7 +119,9 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (st != TRT_WOQ_OK) return st;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     const TileConfig& t = kTiles[id / 2];
-    if (t.stages * stage_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (smem_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
+    if (t.wgmma && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (id % 2 == 1 && make_plan(id, *p).split < 2) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
     return TRT_WOQ_OK;
 }
@@ -147,6 +157,27 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     return TRT_WOQ_OK;
 }
 
+template <int TOK, int STAGES, int BITS, typename T>
+trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream) {
+    auto kernel = gemm_wgmma_kernel<TOK, STAGES, BITS, T>;
+    const int smem = STAGES * WgStage<TOK, BITS>::kBytes + 1024;
+    static std::atomic<uint64_t> done_mask{0};
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return cuda_fail(e);
+    const uint64_t bit = uint64_t(1) << (dev & 63);
+    if (!(done_mask.load(std::memory_order_relaxed) & bit)) {
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return cuda_fail(e);
+        done_mask.fetch_or(bit);
+    }
+    dim3 grid(ceil_div(args.m, TOK), ceil_div(args.n, 128), split);
+    kernel<<<grid, 256, smem, stream>>>(args);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(e);
+    return TRT_WOQ_OK;
+}
+
 template <int BITS, typename T>
 trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaStream_t stream) {
     switch (tile) {
@@ -154,6 +185,8 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 1: return launch_tile<128, 128, 2, 4, 3, BITS, T, 2>(args, split, stream);
         case 2: return launch_tile<64, 128, 1, 4, 4, BITS, T>(args, split, stream);
         case 3: return launch_tile<32, 128, 1, 4, 6, BITS, T>(args, split, stream);
+        case 4: return launch_wgmma<128, 5, BITS, T>(args, split, stream);
+        case 5: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -184,6 +217,11 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
+    if (sm == 90) {  // Hopper: the wgmma kernels
+        const int tile = m <= 64 ? 5 : 4;
+        if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
+        if (supports(2 * tile, params, sm) == TRT_WOQ_OK) return 2 * tile;
+    }
     int tile = m <= 32 ? 3 : (m <= 256 ? 2 : 0);
     if (tile == 0 && supports(0, params, sm) != TRT_WOQ_OK) tile = 1;  // 4 stages do not fit (SM86/SM89 INT8)
     if (tile == 2 && m > 128) {
@@ -248,7 +286,7 @@ int32_t trt_woq_gemm_candidate_count(void) { return kNumCandidates; }
 
 trt_woq_status trt_woq_gemm_candidate_describe(int32_t id, char* buf, size_t buf_size) {
     if (id < 0 || id >= kNumCandidates || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    std::snprintf(buf, buf_size, "gemm_mma_%s%s", kTiles[id / 2].name, id % 2 ? "_splitk" : "");
+    std::snprintf(buf, buf_size, "gemm_%s%s", kTiles[id / 2].name, id % 2 ? "_splitk" : "");
     return TRT_WOQ_OK;
 }
 

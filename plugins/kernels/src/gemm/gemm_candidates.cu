@@ -45,10 +45,12 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 // Names and order as trt_woq_gemm_candidate_describe() (gemm.cu's tile table, id = 2 * tile + splitk).
 const Candidate kGemmCandidates[] = {
-    TRT_WOQ_GEMM_CANDIDATE(0, "gemm_mma_128x128x64_s4"), TRT_WOQ_GEMM_CANDIDATE(1, "gemm_mma_128x128x64_s4_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(0, "gemm_mma_128x128x64_s4"),    TRT_WOQ_GEMM_CANDIDATE(1, "gemm_mma_128x128x64_s4_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(2, "gemm_mma_128x128x64_s3_o2"), TRT_WOQ_GEMM_CANDIDATE(3, "gemm_mma_128x128x64_s3_o2_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(4, "gemm_mma_64x128x64_s4"),  TRT_WOQ_GEMM_CANDIDATE(5, "gemm_mma_64x128x64_s4_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(6, "gemm_mma_32x128x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(7, "gemm_mma_32x128x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(4, "gemm_mma_64x128x64_s4"),     TRT_WOQ_GEMM_CANDIDATE(5, "gemm_mma_64x128x64_s4_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(6, "gemm_mma_32x128x64_s6"),     TRT_WOQ_GEMM_CANDIDATE(7, "gemm_mma_32x128x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(8, "gemm_wgmma_128x128x64_s5"),  TRT_WOQ_GEMM_CANDIDATE(9, "gemm_wgmma_128x128x64_s5_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_64x128x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_64x128x64_s6_splitk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 

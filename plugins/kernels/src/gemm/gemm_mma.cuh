@@ -18,6 +18,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace trt_woq {
 namespace gemm {
 

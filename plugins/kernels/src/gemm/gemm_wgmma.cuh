@@ -1,0 +1,290 @@
+// Hopper (SM90a) path of the weight-only GEMM: wgmma with the dequantized weights as the register operand.
+//
+// wgmma takes only its A operand (the M side, 64 rows per warpgroup) from registers, so this kernel computes the
+// transposed product  Y^T[N, M] = W^T[N, K] @ X^T[K, M]: output channels are wgmma's M, tokens its N. The packed
+// layout v1 needs no change for this: the word that lane t reads for channel n is exactly its mma.sync B fragment,
+// and wgmma's register A fragment of a warp (rows 16w .. 16w+15) is two such fragments, channels g = t/4 and g + 8:
+//   a0 = (row g, k 2(t%4) + {0,1}), a1 = (row g + 8, same k), a2 = (row g, k + 8), a3 = (row g + 8, k + 8).
+// The activation tile X[TOK tokens, 64 k] is wgmma's B operand in shared memory, K-major with the 128-byte swizzle
+// (16-byte chunk c of row r stored at chunk c ^ (r % 8)), which is the layout the mma.sync kernel already uses for
+// its A tile; descriptors advance by 32 bytes per k16 step.
+//
+// CTA: 2 warpgroups x 64 channels = 128 channels, TOK tokens (64 or 128), K tiles of 64 in a cp.async pipeline of
+// STAGES buffers with STAGES - 2 tiles in flight: one wgmma group stays in flight while the next tile's weights are
+// converted, so the buffer refilled at tile i is the one of tile i - 2. Split-K and the epilogue as gemm_mma.cuh.
+#pragma once
+
+#include "gemm_mma.cuh"
+
+namespace trt_woq {
+namespace gemm {
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TRT_WOQ_WGMMA 1
+#endif
+
+#ifdef TRT_WOQ_WGMMA
+__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+template <int TOK, typename T>
+__device__ __forceinline__ void wgmma_tok(float (&d)[TOK / 2], const uint32_t (&a)[4], uint64_t desc) {
+    if constexpr (TOK == 64 && std::is_same<T, half>::value) wgmma_m64n64k16_f16(d, a, desc);
+    if constexpr (TOK == 64 && !std::is_same<T, half>::value) wgmma_m64n64k16_bf16(d, a, desc);
+    if constexpr (TOK == 128 && std::is_same<T, half>::value) wgmma_m64n128k16_f16(d, a, desc);
+    if constexpr (TOK == 128 && !std::is_same<T, half>::value) wgmma_m64n128k16_bf16(d, a, desc);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#endif
+
+// Shared-memory stage: X tile first (1024-byte aligned, the swizzle atom), then the packed lines, scales, zeros;
+// the stage size is rounded up to 1024 bytes so every stage's X tile stays aligned.
+template <int TOK, int BITS>
+struct WgStage {
+    static constexpr int kBN = 128;
+    static constexpr int kI = BITS == 8 ? 2 : 4;
+    static constexpr int kLines = kBN / kI;
+    static constexpr int kXBytes = TOK * kBK * 2;
+    static constexpr int kBBytes = kLines * 128;
+    static constexpr int kSBytes = 2 * kBN * 2;
+    static constexpr int kBytes = (kXBytes + kBBytes + 2 * kSBytes + 1023) / 1024 * 1024;
+};
+
+template <int TOK, int STAGES, int BITS, typename T>
+__global__ void __launch_bounds__(256, 1) gemm_wgmma_kernel(const GemmArgs args) {
+#ifdef TRT_WOQ_WGMMA
+    using L = WgStage<TOK, BITS>;
+    using O = Ops<T>;
+    using T2 = typename O::T2;
+    constexpr int kThreads = 256, kBN = L::kBN, kI = L::kI;
+    constexpr int kDist = STAGES - 2;  // tiles in flight ahead of the one being converted
+    static_assert(STAGES >= 3, "one buffer converting, one under the wgmma in flight, at least one loading");
+
+    extern __shared__ unsigned char smem_raw[];
+    // Align the dynamic shared memory to 1024 bytes (the launch asks for 1024 bytes of slack).
+    unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wg = warp >> 2, wq = warp & 3;  // warpgroup (64 channels each), warp within it (16 channels)
+    const int m0 = blockIdx.x * TOK, n0 = blockIdx.y * kBN;
+    const int k_tiles = args.k / kBK;
+    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
+    const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);
+    const bool has_zeros = args.zeros != nullptr;
+    const T* __restrict__ A = static_cast<const T*>(args.a);
+    const T* __restrict__ S = static_cast<const T*>(args.scales);
+    const T* __restrict__ Z = static_cast<const T*>(args.zeros);
+    const int lines_total = args.n / kI;
+    const int words_per_line = args.k / 2;
+
+    auto stage_x = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes); };
+    auto stage_b = [&](int s) { return reinterpret_cast<uint32_t*>(smem + s * L::kBytes + L::kXBytes); };
+    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes + L::kXBytes + L::kBBytes); };
+    auto stage_z = [&](int s) {
+        return reinterpret_cast<T*>(smem + s * L::kBytes + L::kXBytes + L::kBBytes + L::kSBytes);
+    };
+
+    // Copy assignments, hoisted out of the K loop (see gemm_mma.cuh).
+    constexpr int kXIters = TOK * 8 / kThreads, kBIters = (L::kLines * 8 + kThreads - 1) / kThreads;
+    static_assert(TOK * 8 % kThreads == 0, "copy split must be exact");
+    const T* x_src[kXIters];
+    int x_dst[kXIters];
+    uint32_t x_ok = 0;
+#pragma unroll
+    for (int it = 0; it < kXIters; ++it) {
+        const int i = tid + it * kThreads, row = i >> 3, ch = i & 7;
+        const bool ok = m0 + row < args.m;
+        x_ok |= uint32_t(ok) << it;
+        x_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
+        x_dst[it] = row * kBK + swz_a(row, ch) * 8;
+    }
+    const int32_t* b_src[kBIters];
+    int b_dst[kBIters];
+    uint32_t b_ok = 0;
+#pragma unroll
+    for (int it = 0; it < kBIters; ++it) {
+        const int i = tid + it * kThreads, line = i >> 3, ch = i & 7;
+        const int gl = n0 / kI + line;
+        const bool ok = i < L::kLines * 8 && gl < lines_total;
+        b_ok |= uint32_t(ok) << it;
+        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
+        b_dst[it] = (i < L::kLines * 8) ? line * 32 + swz_b<BITS>(line, ch) * 4 : -1;
+    }
+    auto load_stage = [&](int s, int kt) {
+        const int k0 = kt * kBK;
+        T* sx = stage_x(s);
+#pragma unroll
+        for (int it = 0; it < kXIters; ++it) cp_async16(sx + x_dst[it], x_src[it] + k0, (x_ok >> it) & 1);
+        uint32_t* sb = stage_b(s);
+#pragma unroll
+        for (int it = 0; it < kBIters; ++it)
+            if (b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
+        const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
+        if (tid < kBN) {  // two group rows x 64 pairs
+            const int r = tid / (kBN / 2), p = tid % (kBN / 2);
+            const int g = g_first + r, n = n0 + 2 * p;
+            const bool ok = g <= g_last && n < args.n;
+            const size_t off = ok ? (size_t)g * args.n + n : 0;
+            cp_async4(stage_s(s) + r * kBN + 2 * p, S + off, ok);
+            if (has_zeros) cp_async4(stage_z(s) + r * kBN + 2 * p, Z + off, ok);
+        }
+    };
+
+    // This thread's two channels (rows g and g + 8 of its warp's 16) and their words' places in a packed tile.
+    constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per word
+    constexpr int kSteps = kBK / 16;
+    int ch_local[2], w_line[2], w_chunk0[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        ch_local[h] = wg * 64 + wq * 16 + (lane >> 2) + 8 * h;
+        w_line[h] = ch_local[h] / kI;
+        w_chunk0[h] = (ch_local[h] % kI) * (4 / kSPW);
+    }
+    const auto zq_sym8 = O::int8_zero(128.f);
+    const auto zq_sym4 = O::int4_zero(8.f);
+
+    // Converts tile `kt` (in buffer s) into the A fragments of its 4 k16 steps.
+    auto convert_tile = [&](int s, int kt, uint32_t (&af)[kSteps][4]) {
+        const uint32_t* sb = stage_b(s);
+        const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
+        const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
+        const int k0 = kt * kBK, g0 = k0 >> args.group_shift;
+#pragma unroll
+        for (int blk = 0; blk < kSteps / kSPW; ++blk) {
+            const int r = ((k0 + blk * 16 * kSPW) >> args.group_shift) != g0;  // second group row (group 32)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t w =
+                    sb[w_line[h] * 32 + swz_b<BITS>(w_line[h], w_chunk0[h] + blk) * 4 + (lane & 3)];
+                const uint16_t sbits = ss[r * kBN + ch_local[h]];
+                const T2 s2 = O::bcast(*reinterpret_cast<const T*>(&sbits));
+                if constexpr (BITS == 8) {
+                    const uint16_t zbits = has_zeros ? sz[r * kBN + ch_local[h]] : 0;
+                    const auto zq = has_zeros ? O::int8_zero(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym8;
+                    O::int8_to_frag(w, zq, s2, af[blk][h], af[blk][2 + h]);
+                } else {
+                    const uint16_t zbits = has_zeros ? sz[r * kBN + ch_local[h]] : 0;
+                    const auto zq = has_zeros ? O::int4_zero(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym4;
+                    uint32_t b[4];
+                    O::int4_to_frag(w, zq, s2, b);
+                    af[2 * blk][h] = b[0];
+                    af[2 * blk][2 + h] = b[1];
+                    af[2 * blk + 1][h] = b[2];
+                    af[2 * blk + 1][2 + h] = b[3];
+                }
+            }
+        }
+    };
+    auto issue_tile = [&](int s, float (&acc)[TOK / 2], const uint32_t (&af)[kSteps][4]) {
+        const uint32_t base = smem_addr(stage_x(s));
+        // K-major, 128-byte swizzle: start >> 4, leading offset 1 (unused), stride 1024 bytes (8 rows of 128 B).
+        const uint64_t desc = uint64_t((base & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+                              (uint64_t(1) << 62);
+        wgmma_fence();
+#pragma unroll
+        for (int st = 0; st < kSteps; ++st) wgmma_tok<TOK, T>(acc, af[st], desc + uint64_t(2 * st));
+        wgmma_commit();
+    };
+
+    float acc[TOK / 2];
+#pragma unroll
+    for (int i = 0; i < TOK / 2; ++i) acc[i] = 0.f;
+    uint32_t af0[kSteps][4], af1[kSteps][4];
+
+#pragma unroll
+    for (int s = 0; s < kDist; ++s) {
+        if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+        cp_async_commit();
+    }
+    // One iteration per tile; unrolled by two so the fragment double buffer has compile-time indices.
+    auto step = [&](int kt, uint32_t (&af)[kSteps][4]) {
+        const int i = kt - kt_begin;
+        cp_async_wait<kDist - 1>();  // tile kt landed (kDist + i groups committed)
+        fence_proxy_async();         // make the generic-proxy (cp.async) writes visible to wgmma's async proxy
+        __syncthreads();             // ... for all threads; and every warpgroup's wgmma of tile kt - 2 is done
+        if (kt + kDist < kt_end) load_stage((i + kDist) % STAGES, kt + kDist);
+        cp_async_commit();
+        convert_tile(i % STAGES, kt, af);
+        issue_tile(i % STAGES, acc, af);
+        wgmma_wait<1>();  // the group of tile kt - 1 is done: its fragments and buffer may be reused
+    };
+    int kt = kt_begin;
+    for (; kt + 1 < kt_end; kt += 2) {
+        step(kt, af0);
+        step(kt + 1, af1);
+    }
+    if (kt < kt_end) step(kt, af0);
+    wgmma_wait<0>();
+    cp_async_wait<0>();
+
+    // Epilogue: acc[4j + e] is channel g (+8 for e >= 2) of this warp, token 8j + 2(t%4) + (e & 1).
+    const T* bias = static_cast<const T*>(args.bias);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int n = n0 + ch_local[h];
+        if (n >= args.n) continue;
+        const float bv = (bias != nullptr && args.partials == nullptr) ? float(bias[n]) : 0.f;
+#pragma unroll
+        for (int j = 0; j < TOK / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int m = m0 + 8 * j + 2 * (lane & 3) + e;
+                if (m >= args.m) continue;
+                const float v = acc[4 * j + 2 * h + e] + bv;
+                if (args.partials == nullptr)
+                    static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(v);
+                else
+                    args.partials[((size_t)blockIdx.z * args.m + m) * args.n + n] = v;
+            }
+        }
+    }
+#else
+    __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
+#endif
+}
+
+}  // namespace gemm
+}  // namespace trt_woq
