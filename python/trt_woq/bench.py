@@ -15,7 +15,7 @@ Needs torch with CUDA (benchmark only; the library itself never imports torch).
     python -m trt_woq.bench                       # the issue's shapes, M = 1, 4, 16; table + bench.json
     python -m trt_woq.bench --m 1,16,64 --shapes 4096x4096,14336x4096 --json out.json
     python -m trt_woq.bench --candidates          # also every GEMV candidate for INT4 g128 / INT8 (dispatch tuning)
-    python -m trt_woq.bench --one int4_g128,1,14336,4096   # a few plain launches of one case (for ncu)
+    python -m trt_woq.bench --one int4_g128,1,14336,4096[,gemv_mma_nt2]   # a few launches of one case (for ncu)
 
 Extending: a new method is one entry of METHODS (a name and a factory returning per-copy callables); M > 16 rows work
 as soon as a GEMM family is registered in the library (ours go through the dispatch); TFLOP/s is in every JSON row.
@@ -323,13 +323,17 @@ def parse_shapes(text: str):
 
 
 def run_one(spec: str) -> None:
-    """A few plain launches of one case (for ncu): METHOD,M,K,N."""
+    """A few plain launches of one case (for ncu): METHOD,M,K,N[,CANDIDATE]."""
     torch = _torch()
-    method, m, k, n = spec.split(",")
+    method, m, k, n, *cand = spec.split(",")
     m, k, n = int(m), int(k), int(n)
     lib = K.load()
-    setups = build_setups(lib, k, n, 0, [method], False)
-    st = setups[method]
+    if cand:  # METHOD,M,K,N,CANDIDATE_NAME: that candidate instead of the dispatch's choice
+        bits, group, zeros = {"int8_pc": (8, -1, False), "int4_g128": (4, 128, False),
+                              "int4_g128_asym": (4, 128, True)}[method]
+        st = setup_ours(lib, k, n, bits, group, zeros, "fp16", 0, candidate=lib.candidates().index(cand[0]))
+    else:
+        st = build_setups(lib, k, n, 0, [method], False)[method]
     if isinstance(st, Exception):
         raise st
     calls = st.make_calls(m)

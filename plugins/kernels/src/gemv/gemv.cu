@@ -44,38 +44,20 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const Devic
     Plan pl;
     pl.nt = nt;
     pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
-    pl.stages = pl.mt == 16 ? 3 : 4;
-    const size_t per_warp = pl.stages * stage_bytes(p->bits, nt, p->m);
-    // At most ~110 KB per CTA so two fit on an H100/A100 SM; at most what the GPU allows per block.
-    const size_t budget = std::min<size_t>(110 * 1024, static_cast<size_t>(dev.smem_optin));
-    const int64_t kc = p->bits == 4 ? 128 : 64;
-    const int64_t nchunks = (p->k + kc - 1) / kc;
+    pl.cluster = cluster;
+    pl.sms = dev.sms;
+    pl.smem_per_warp = kStages * stage_bytes(p->bits, nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
-    int warps = static_cast<int>(std::min<size_t>(kMaxWarps, std::max<size_t>(1, budget / per_warp)));
-    pl.nsplit = 1;
-    if (cluster) {
-        // Largest split (<= 8, the portable cluster size) that keeps all CTAs resident in one wave, with at least
-        // two chunks per warp.
-        const size_t smem = warps * per_warp;
-        const int64_t by_smem = dev.smem_per_sm / static_cast<int64_t>(smem + 1024);
-        const int64_t per_sm = std::max<int64_t>(1, std::min<int64_t>(by_smem, 64 / warps));
-        const int64_t slots = per_sm * dev.sms;
-        int s = 8;
-        while (s > 1 && (pl.tiles * s > slots || nchunks < 2 * warps * s)) --s;
-        pl.nsplit = s;
-    }
-    pl.chunks_per_split = static_cast<int>((nchunks + pl.nsplit - 1) / pl.nsplit);
-    pl.nsplit = static_cast<int>((nchunks + pl.chunks_per_split - 1) / pl.chunks_per_split);
-    while (warps > 1 && pl.chunks_per_split < 2 * warps) --warps;
-    pl.warps = warps;
-    pl.smem = warps * per_warp;
+    // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit.
+    const size_t budget = std::min<size_t>(110 * 1024, static_cast<size_t>(dev.smem_optin));
+    pl.warps = static_cast<int>(std::min<size_t>(kMaxWarps, std::max<size_t>(1, budget / pl.smem_per_warp)));
     return pl;
 }
 
 template <int NT, bool CLUSTER>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    if (p->m > kMaxM || (NT == 1 && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->m > kMaxM || (NT == 2 && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indexing inside the kernel; grid.y holds the tiles.
     if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -106,15 +88,8 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * Chosen from the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md). */
 template <int NT, bool CLUSTER>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
-    int want_nt;
-    bool want_cluster = sm >= 90;
-    if (p->m <= 4) {
-        want_nt = 2;
-    } else if (p->m <= 8) {
-        want_nt = 4;
-    } else {
-        want_nt = 4;
-    }
+    const int want_nt = p->m <= 8 ? 4 : 4;
+    const bool want_cluster = sm >= 90;
     if (NT == want_nt && CLUSTER == want_cluster) return 100;
     return 91 + NT / 2 - (CLUSTER ? 0 : 1);
 }
@@ -124,9 +99,9 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 // Every entry runs every (bits, activation, group, zeros, bias) combination; they differ in channels per CTA and
 // in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
-// are built: (1, 8), (2, 8), (2, 16), (4, 8), (4, 16), (8, 16); NT = 1 serves M <= 8 only.
+// are built: (2, 8), (4, 8), (4, 16), (8, 16); so NT = 2 serves M <= 8 only. (NT = 1 and a non-cluster split were
+// slower everywhere in the H100 sweep.)
 const Candidate kGemvCandidates[] = {
-    {"gemv_mma_nt1", gemv::supports<1, false>, gemv::no_workspace, gemv::launch<1, false>, gemv::score<1, false>},
     {"gemv_mma_nt2", gemv::supports<2, false>, gemv::no_workspace, gemv::launch<2, false>, gemv::score<2, false>},
     {"gemv_mma_nt4", gemv::supports<4, false>, gemv::no_workspace, gemv::launch<4, false>, gemv::score<4, false>},
     {"gemv_mma_nt8", gemv::supports<8, false>, gemv::no_workspace, gemv::launch<8, false>, gemv::score<8, false>},

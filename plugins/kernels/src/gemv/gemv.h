@@ -17,19 +17,20 @@ namespace gemv {
 constexpr int kMaxM = 16;
 constexpr int kMaxWarps = 8;
 
-/* How one launch is laid out (see gemv_kernel.cuh). */
+constexpr int kStages = 3;  // cp.async pipeline depth (chunks in flight per warp: kStages - 1)
+
+/* What the host decides before the launcher (which adds the cluster split from the kernel's occupancy). */
 struct Plan {
-    int nt;              // tiles of 8 output channels per CTA: 1, 2, 4 or 8
-    int mt;              // 8 (M <= 8: A rows 8..15 are zero) or 16
-    int warps;           // per CTA; they split the CTA's K range
-    int nsplit;          // CTAs of one thread-block cluster splitting K (1 = no cluster; > 1 needs SM90)
-    int chunks_per_split;
-    int stages;          // cp.async pipeline depth (compile-time per mt: 4 for mt 8, 3 for mt 16)
-    size_t smem;         // dynamic shared memory per CTA
-    int64_t tiles;       // CTAs along N
+    int nt;                // tiles of 8 output channels per CTA: 2, 4 or 8
+    int mt;                // 8 (M <= 8: A rows 8..15 are zero) or 16
+    int warps;             // per CTA at most; they split the CTA's K range
+    bool cluster;          // may split K over a thread-block cluster (SM90)
+    int sms;               // multiprocessors of the device
+    size_t smem_per_warp;  // kStages x stage_bytes()
+    int64_t tiles;         // CTAs along N
 };
 
-/* Per (bits, activation type) launchers; they switch on plan.nt / plan.mt and grouped-vs-per-channel. */
+/* Per (bits, activation type) launchers; they switch on plan.nt / plan.mt, the scale mode and zeros. */
 trt_woq_status launch_i4_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_i4_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_i8_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);

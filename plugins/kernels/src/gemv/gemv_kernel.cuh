@@ -34,6 +34,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "candidates.h"
 #include "converters.cuh"
 #include "gemv/gemv.h"
@@ -52,9 +54,12 @@ struct Args {
     int m;
     int n;
     int k;
-    int group;               // k for per-channel
+    int group_shift;         // log2(group size); unused for per-channel
     int chunks_per_split;
 };
+
+/* How scales apply (a template parameter: no per-element branches in the loop). */
+enum ScaleMode { kPerChannel = 0, kChunkGroup = 1, kFineGroup = 2 };
 
 /* ---- device helpers ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -162,9 +167,9 @@ __device__ __forceinline__ uint32_t act_offset(int r, int q, int v) {
 }
 
 /* One tile's mma steps for one chunk: convert the lane's 4 words, apply zero point and (fine groups) scale, mma. */
-template <typename T, int BITS, int MT, bool FINE>
+template <typename T, int BITS, int MT, bool FINE, bool ZEROS>
 __device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const uint4* xa, const uint4* xb,
-                                         bool has_zeros, typename Pair<T>::type z2, typename Pair<T>::type s2) {
+                                         typename Pair<T>::type z2, typename Pair<T>::type s2) {
     using P = typename Pair<T>::type;
     constexpr int kPairs = BITS == 4 ? 4 : 2;
 #pragma unroll
@@ -173,7 +178,7 @@ __device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const u
         convert_word<T, BITS>(comp(wv, wi), p);
 #pragma unroll
         for (int i = 0; i < kPairs; ++i) {
-            if (has_zeros) p[i] = __hsub2(p[i], z2);
+            if (ZEROS) p[i] = __hsub2(p[i], z2);
             if (FINE) p[i] = __hmul2(p[i], s2);
         }
         // Step h: block elements 16h + {2wi, 2wi+1} (b0, A vector 2h) and 16h + 8 + {2wi, 2wi+1} (b1, vector 2h+1).
@@ -187,7 +192,7 @@ __device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const u
     }
 }
 
-template <typename T, int BITS, bool GROUPED, int NT, int MT>
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
     constexpr int I = BITS == 4 ? 4 : 2;        // channels per packed row
@@ -195,7 +200,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr int BK = KC / 4;                  // k per lane block
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
     constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
-    constexpr int STAGES = MT == 16 ? 3 : 4;
+    constexpr int STAGES = kStages;
+    constexpr bool GROUPED = MODE != kPerChannel;
     constexpr int half_bits = 1 << (BITS - 1);
 
     extern __shared__ __align__(16) unsigned char smem[];
@@ -208,9 +214,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const int nchunks = (a.k + KC - 1) / KC;
     const int c_begin = blockIdx.x * a.chunks_per_split;
     const int c_end = min(nchunks, c_begin + a.chunks_per_split);
-    const bool has_zeros = a.zeros != nullptr;
-    const bool chunk_scaled = GROUPED && a.group >= KC;
-    const bool fine = GROUPED && !chunk_scaled;
+    constexpr bool has_zeros = ZEROS;
+    constexpr bool chunk_scaled = MODE == kChunkGroup;
+    constexpr bool fine = MODE == kFineGroup;
     const int m = a.m;
 
     // Per-warp pipeline: STAGES x [weights NT x 32 x 16 B | activations m x KC x 2 B | scales NT x 32 x 4 B |
@@ -259,7 +265,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             }
         }
         if (GROUPED) {
-            const int grp = (kvalid ? k0 : chunk * KC) / a.group;
+            const int grp = (kvalid ? k0 : chunk * KC) >> a.group_shift;
             const size_t row = static_cast<size_t>(grp) * a.n;
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
@@ -327,22 +333,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
                 const T zq = from_float<T>(to_float(z) - static_cast<float>(half_bits));  // exact: small integers
                 z2 = P(zq, zq);
             }
-            if (chunk_scaled) {
+            if constexpr (chunk_scaled) {
                 const uint32_t sv = lds32(st + s_off + (j * 32 + lane) * 4);
                 const float s_lo = to_float(pick<T>(sv, 0));
                 const float s_hi = to_float(pick<T>(sv, 1));
                 float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mma_tile<T, BITS, MT, false>(t, wv, xa, xb, has_zeros, z2, s2);
+                mma_tile<T, BITS, MT, false, ZEROS>(t, wv, xa, xb, z2, s2);
                 acc[j][0] = fmaf(t[0], s_lo, acc[j][0]);
                 acc[j][1] = fmaf(t[1], s_hi, acc[j][1]);
                 acc[j][2] = fmaf(t[2], s_lo, acc[j][2]);
                 acc[j][3] = fmaf(t[3], s_hi, acc[j][3]);
-            } else if (fine) {
+            } else if constexpr (fine) {
                 const T s = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
                 s2 = P(s, s);
-                mma_tile<T, BITS, MT, true>(acc[j], wv, xa, xb, has_zeros, z2, s2);
+                mma_tile<T, BITS, MT, true, ZEROS>(acc[j], wv, xa, xb, z2, s2);
             } else {
-                mma_tile<T, BITS, MT, false>(acc[j], wv, xa, xb, has_zeros, z2, s2);
+                mma_tile<T, BITS, MT, false, ZEROS>(acc[j], wv, xa, xb, z2, s2);
             }
         }
         stage = stage == STAGES - 1 ? 0 : stage + 1;
@@ -402,8 +408,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 }
 
 /* ---- host side ---- */
-template <typename T, int BITS, bool GROUPED, int NT, int MT>
-trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT>
+trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p, cudaStream_t stream) {
+    Plan plan = plan_in;
     Args<T> a;
     a.x = static_cast<const T*>(p->activation);
     a.w = static_cast<const unsigned char*>(p->packed_weight);
@@ -414,28 +421,46 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
     a.m = static_cast<int>(p->m);
     a.n = static_cast<int>(p->n);
     a.k = static_cast<int>(p->k);
-    a.group = p->group_size == -1 ? a.k : p->group_size;
-    a.chunks_per_split = plan.chunks_per_split;
-    auto kernel = gemv_kernel<T, BITS, GROUPED, NT, MT>;
-    cudaError_t err = cudaSuccess;
-    if (plan.smem > 48 * 1024) {
-        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem));
-        if (err != cudaSuccess) return record_cuda_error(err);
+    a.group_shift = 0;
+    while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
+    auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(plan.warps * plan.smem_per_warp));
+    if (err != cudaSuccess) return record_cuda_error(err);
+    // Resident CTAs per SM decide how far K is split over a cluster: fill every slot once, at most 8 (the
+    // portable cluster size), at least two chunks per warp.
+    int per_sm = 0;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.warps * 32,
+                                                        plan.warps * plan.smem_per_warp);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    const int64_t kc = BITS == 4 ? 128 : 64;
+    const int64_t nchunks = (p->k + kc - 1) / kc;
+    const int64_t slots = static_cast<int64_t>(std::max(per_sm, 1)) * plan.sms;
+    int nsplit = 1;
+    if (plan.cluster) {
+        nsplit = 8;
+        while (nsplit > 1 && (plan.tiles * nsplit > slots || nchunks < 2 * plan.warps * nsplit)) --nsplit;
     }
-    const dim3 grid(static_cast<unsigned>(plan.nsplit), static_cast<unsigned>(plan.tiles));
-    const dim3 block(static_cast<unsigned>(plan.warps * 32));
-    if (plan.nsplit == 1) {
-        kernel<<<grid, block, plan.smem, stream>>>(a);
+    int cps = static_cast<int>((nchunks + nsplit - 1) / nsplit);
+    nsplit = static_cast<int>((nchunks + cps - 1) / cps);
+    int warps = plan.warps;
+    while (warps > 1 && cps < 2 * warps) --warps;
+    a.chunks_per_split = cps;
+    const size_t smem = warps * plan.smem_per_warp;
+    const dim3 grid(static_cast<unsigned>(nsplit), static_cast<unsigned>(plan.tiles));
+    const dim3 block(static_cast<unsigned>(warps * 32));
+    if (nsplit == 1) {
+        kernel<<<grid, block, smem, stream>>>(a);
         return check_launch();
     }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = plan.smem;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(plan.nsplit);
+    attr[0].val.clusterDim.x = static_cast<unsigned>(nsplit);
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
@@ -445,22 +470,29 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
 }
 
 /* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */
-template <typename T, int BITS, bool GROUPED>
+template <typename T, int BITS, int MODE, bool ZEROS>
 trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
     switch (plan.nt * 100 + plan.mt) {
-        case 108: return launch_kernel<T, BITS, GROUPED, 1, 8>(plan, p, stream);
-        case 208: return launch_kernel<T, BITS, GROUPED, 2, 8>(plan, p, stream);
-        case 216: return launch_kernel<T, BITS, GROUPED, 2, 16>(plan, p, stream);
-        case 408: return launch_kernel<T, BITS, GROUPED, 4, 8>(plan, p, stream);
-        case 416: return launch_kernel<T, BITS, GROUPED, 4, 16>(plan, p, stream);
-        case 816: return launch_kernel<T, BITS, GROUPED, 8, 16>(plan, p, stream);
+        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8>(plan, p, stream);
+        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8>(plan, p, stream);
+        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16>(plan, p, stream);
+        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16>(plan, p, stream);
         default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
 }
 
+template <typename T, int BITS, int MODE>
+trt_woq_status launch_zeros(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    return p->zeros != nullptr ? launch_nt<T, BITS, MODE, true>(plan, p, stream)
+                               : launch_nt<T, BITS, MODE, false>(plan, p, stream);
+}
+
 template <typename T, int BITS>
 trt_woq_status launch_typed(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    return p->group_size == -1 ? launch_nt<T, BITS, false>(plan, p, stream) : launch_nt<T, BITS, true>(plan, p, stream);
+    constexpr int kc = BITS == 4 ? 128 : 64;
+    if (p->group_size == -1) return launch_zeros<T, BITS, kPerChannel>(plan, p, stream);
+    if (p->group_size >= kc) return launch_zeros<T, BITS, kChunkGroup>(plan, p, stream);
+    return launch_zeros<T, BITS, kFineGroup>(plan, p, stream);
 }
 
 }  // namespace gemv
