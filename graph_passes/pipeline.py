@@ -125,7 +125,7 @@ def save_model(model, output_path: str, source_dir: str, external: bool) -> None
 
 
 # -------------------------------------------------------------------------------------------------------- the jobs
-def _prepare_opset(model, config: QuantConfig):
+def _prepare_opset(model, config: QuantConfig, report: QuantReport):
     """Both formats are written with default-domain opset >= 21: Q/DQ needs it (block_size, INT4), and the
     plugin format's Q/DQ twin (graph_passes.compare) too. Older models are converted; when the converter fails, a
     plugin-format model keeps its opset (the plugin does not need 21), a Q/DQ one is refused."""
@@ -137,12 +137,16 @@ def _prepare_opset(model, config: QuantConfig):
     if current >= QDQ_OPSET:
         return model
     try:
-        return onnx.version_converter.convert_version(model, QDQ_OPSET)
+        converted = onnx.version_converter.convert_version(model, QDQ_OPSET)
     except Exception as exc:  # noqa: BLE001
         if config.format == "plugin":
+            report.notes.append(f"kept opset {current}: converting to {QDQ_OPSET} failed ({_first_line(exc)}); "
+                                f"graph_passes compare needs {QDQ_OPSET} for the Q/DQ twin")
             return model
         raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
                         f"failed: {_first_line(exc)}") from None
+    report.notes.append(f"converted the model from opset {current} to {QDQ_OPSET}")
+    return converted
 
 
 def run_passes(model, config: QuantConfig, report: QuantReport):
@@ -151,7 +155,7 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
 
     from graph_passes.passes import get_pass
 
-    model = _prepare_opset(model, config)
+    model = _prepare_opset(model, config, report)
     graph = gs.import_onnx(model)
     get_pass(config.format)(graph, config, report)
     out = gs.export_onnx(graph, do_type_check=False)

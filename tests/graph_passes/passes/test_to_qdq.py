@@ -101,6 +101,7 @@ def test_qdq_structure(rng, bits, group_size, asym, dtype, zp):
     model = models.mlp(rng)  # opset 17: converted to 21
     qdq, report = models.run_pass(model, format="qdq", bits=bits, group_size=group_size, asymmetric=asym)
     onnx.checker.check_model(qdq, full_check=True)
+    assert "converted the model from opset 17 to 21" in report.notes
     assert next(o.version for o in qdq.opset_import if o.domain in ("", "ai.onnx")) >= 21
     inits = {t.name: t for t in qdq.graph.initializer}
     dqs = [n for n in qdq.graph.node if n.op_type == "DequantizeLinear"]
