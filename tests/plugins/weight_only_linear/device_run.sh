@@ -27,7 +27,7 @@ if [[ $mode == harness ]]; then
   cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
     -DTENSORRT_INCLUDE_DIR="$TENSORRT_INCLUDE_DIR" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
   grep "trt_woq:" "$out/cmake.log"
-  cmake --build $bdir --target trt_woq_plugin weight_only_linear_conformance > "$out/build.log" 2>&1 \
+  cmake --build $bdir --target trt_woq_plugin trt_woq_polygraphy weight_only_linear_conformance > "$out/build.log" 2>&1 \
     || { grep -B2 -A8 "error" "$out/build.log" | head -60; exit 1; }
   echo "build: $((SECONDS - t0)) s"
   quick=${QUICK:-0}
@@ -98,6 +98,16 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_bad_group96.o
   echo "== D: invalid node, message through TensorRT's logger"
   python3 $here/rtx/rtx_build_check.py "${plugins[@]}" --onnx "$bdir/woq_bad_group96.onnx" \
     --expect-log "group_size 96" --out "$out/invalid" | grep -v "^  /\|^  \[" | tail -8
+  # E: polygraphy --plugins only dlopens; the plugin library does not self-register, the adapter registers it.
+  echo "== E: polygraphy convert --plugins, TensorRT-RTX"
+  for lib in plugins/weight_only_linear/libtrt_woq_plugin.so plugins/weight_only_linear/libtrt_woq_polygraphy.so; do
+    POLYGRAPHY_USE_TENSORRT_RTX=1 PYTHONPATH=$root/python:$root:${PYTHONPATH:-} python3 -c \
+      "import sys; from polygraphy.tools import main; sys.exit(main())" convert build/c_models/llama16.int4g128.onnx \
+      --plugins "$root/$bdir/$lib" --trt-min-shapes "hidden_states:[1,1,256]" --trt-opt-shapes "hidden_states:[1,16,256]" \
+      --trt-max-shapes "hidden_states:[4,64,256]" -o "$bdir/pg.engine" > "$bdir/pg.log" 2>&1
+    echo "polygraphy convert --plugins $(basename $lib): exit $?; $(grep -h -m3 "registered\|Plugin not found\|Saving engine\|Error\|PASSED\|FAILED" "$bdir/pg.log" | tr '\n' ' ')"
+    rm -f "$bdir/pg.engine"
+  done
   # The Python runtime and the CLI against TensorRT-RTX's Python API: build_engine through `graph_passes build`.
   echo "== C: python -m graph_passes build (trt_woq.engine.build_engine) with TensorRT-RTX"
   for m in build/c_models/llama16.int4g128.onnx build/c_models/llama32.int4g128asym_bf16.onnx; do
