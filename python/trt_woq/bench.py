@@ -220,7 +220,8 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
     if sweep_candidates:
         names = lib.candidates()
         for cid, cname in enumerate(names):
-            setups[f"int4_g128@{cname}"] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2, candidate=cid)
+            if cname.startswith("gemv") or sweep_candidates == "all":
+                setups[f"int4_g128@{cname}"] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2, candidate=cid)
             if cname.startswith("gemv"):
                 setups[f"int8_pc@{cname}"] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, candidate=cid)
     return setups
@@ -347,7 +348,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: the issue's eight)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values (default 1,4,16)")
     ap.add_argument("--methods", default=",".join(BASELINES + OURS), help="comma-separated; also int4_g128_bf16")
-    ap.add_argument("--candidates", action="store_true", help="also time every GEMV candidate by id")
+    ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
+                    help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
     ap.add_argument("--one", help="METHOD,M,K,N: launch one case a few times and exit (for ncu)")
     args = ap.parse_args(argv)

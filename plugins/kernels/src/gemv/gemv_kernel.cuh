@@ -192,6 +192,39 @@ __device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const u
     }
 }
 
+/* M <= 8 arrangement: tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as B.
+ * A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. / 2q+8..), a1/a3 = channel g of tile j + 1;
+ * B fragment: b0/b1 = activation row g at the same k slots. C: c0/c1 = (tile j, rows 2q, 2q+1), c2/c3 = tile j + 1. */
+template <typename T, int BITS, bool FINE, bool ZEROS>
+__device__ __forceinline__ void mma_pair(float (&d)[4], const uint4& w0, const uint4& w1, const uint4* xa,
+                                         typename Pair<T>::type z0, typename Pair<T>::type z1,
+                                         typename Pair<T>::type s0, typename Pair<T>::type s1) {
+    using P = typename Pair<T>::type;
+    constexpr int kPairs = BITS == 4 ? 4 : 2;
+#pragma unroll
+    for (int wi = 0; wi < 4; ++wi) {
+        P p0[kPairs], p1[kPairs];
+        convert_word<T, BITS>(comp(w0, wi), p0);
+        convert_word<T, BITS>(comp(w1, wi), p1);
+#pragma unroll
+        for (int i = 0; i < kPairs; ++i) {
+            if (ZEROS) {
+                p0[i] = __hsub2(p0[i], z0);
+                p1[i] = __hsub2(p1[i], z1);
+            }
+            if (FINE) {
+                p0[i] = __hmul2(p0[i], s0);
+                p1[i] = __hmul2(p1[i], s1);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < kPairs / 2; ++h) {
+            mma<T>(d, detail::as_u32(p0[2 * h]), detail::as_u32(p1[2 * h]), detail::as_u32(p0[2 * h + 1]),
+                   detail::as_u32(p1[2 * h + 1]), comp(xa[2 * h], wi), comp(xa[2 * h + 1], wi));
+        }
+    }
+}
+
 template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
@@ -202,6 +235,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
     constexpr int STAGES = kStages;
     constexpr bool GROUPED = MODE != kPerChannel;
+    // M <= 8: weights are the mma's A operand (16 channels = tiles j, j+1) and activations its B (8 rows), so one
+    // m16n8k16 covers twice the weights of the B-operand arrangement used for M > 8.
+    constexpr bool SWAP = MT == 8;
+    static_assert(!SWAP || NT % 2 == 0, "the swapped arrangement pairs tiles");
     constexpr int half_bits = 1 << (BITS - 1);
 
     extern __shared__ __align__(16) unsigned char smem[];
@@ -270,12 +307,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const int c = n_base + 8 * j + g;
-                if (chunk_scaled) {  // the pair of columns this lane's accumulators hold: 2q, 2q+1 of tile j
+                if (chunk_scaled && !SWAP) {  // the pair of columns this lane's accumulators hold: 2q, 2q+1
                     const int col = n_base + 8 * j + 2 * q;
                     const bool v = col < a.n;
                     cp4(st + s_off + (j * 32 + lane) * 4, v ? a.scales + row + col : a.scales, v);
-                } else {             // the pair holding this lane's own channel c (B operand)
-                    const bool v = nvalid[j] && kvalid;
+                } else {  // the pair holding this lane's own channel c; a chunk's group is valid for all its lanes
+                    const bool v = nvalid[j] && (chunk_scaled || kvalid);
                     cp4(st + s_off + (j * 32 + lane) * 4, v ? a.scales + row + (c & ~1) : a.scales, v);
                 }
                 if (has_zeros) {
@@ -323,6 +360,43 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
             xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<BITS>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
         }
+        if constexpr (SWAP) {
+#pragma unroll
+            for (int j = 0; j < NT; j += 2) {
+                const uint4 w0 = lds128(st + (j * 32 + lane) * 16);
+                const uint4 w1 = lds128(st + ((j + 1) * 32 + lane) * 16);
+                const int odd = (n_base + 8 * j + g) & 1;  // same parity for tile j + 1 (tiles are 8 apart)
+                P z0, z1, s0, s1;
+                if (has_zeros) {
+                    const T za = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
+                    const T zb = GROUPED ? pick<T>(lds32(st + z_off + ((j + 1) * 32 + lane) * 4), odd) : zpc[j + 1];
+                    const T qa = from_float<T>(to_float(za) - static_cast<float>(half_bits));
+                    const T qb = from_float<T>(to_float(zb) - static_cast<float>(half_bits));
+                    z0 = P(qa, qa);
+                    z1 = P(qb, qb);
+                }
+                if constexpr (GROUPED) {
+                    const T sa = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
+                    const T sb = pick<T>(lds32(st + s_off + ((j + 1) * 32 + lane) * 4), odd);
+                    s0 = P(sa, sa);
+                    s1 = P(sb, sb);
+                    if constexpr (chunk_scaled) {
+                        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                        mma_pair<T, BITS, false, ZEROS>(t, w0, w1, xa, z0, z1, s0, s1);
+                        const float fa = to_float(sa);
+                        const float fb = to_float(sb);
+                        acc[j][0] = fmaf(t[0], fa, acc[j][0]);
+                        acc[j][1] = fmaf(t[1], fa, acc[j][1]);
+                        acc[j][2] = fmaf(t[2], fb, acc[j][2]);
+                        acc[j][3] = fmaf(t[3], fb, acc[j][3]);
+                    } else {
+                        mma_pair<T, BITS, true, ZEROS>(acc[j], w0, w1, xa, z0, z1, s0, s1);
+                    }
+                } else {
+                    mma_pair<T, BITS, false, ZEROS>(acc[j], w0, w1, xa, z0, z1, s0, s1);
+                }
+            }
+        } else {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
             const uint4 wv = lds128(st + (j * 32 + lane) * 16);
@@ -351,6 +425,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
                 mma_tile<T, BITS, MT, false, ZEROS>(acc[j], wv, xa, xb, z2, s2);
             }
         }
+        }  // SWAP
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     cp_wait<0>();
@@ -358,14 +433,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 
     // Cross-warp reduction. C fragment: c0 (row g, col 2q), c1 (row g, col 2q+1), c2/c3 the same for row g + 8.
     float* red = reinterpret_cast<float*>(smem);  // [warps][NT][MT][8]
+    if constexpr (SWAP) {
+        // Pair (j, j+1): c0 (channel g of tile j, row 2q), c1 (same, row 2q+1), c2/c3 the same for tile j + 1.
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-        float* r = red + ((warp * NT + j) * MT) * 8;
-        r[g * 8 + 2 * q] = acc[j][0];
-        r[g * 8 + 2 * q + 1] = acc[j][1];
-        if (MT == 16) {
-            r[(g + 8) * 8 + 2 * q] = acc[j][2];
-            r[(g + 8) * 8 + 2 * q + 1] = acc[j][3];
+        for (int j = 0; j < NT; j += 2) {
+            float* r0 = red + ((warp * NT + j) * MT) * 8;
+            float* r1 = r0 + MT * 8;
+            r0[(2 * q) * 8 + g] = acc[j][0];
+            r0[(2 * q + 1) * 8 + g] = acc[j][1];
+            r1[(2 * q) * 8 + g] = acc[j][2];
+            r1[(2 * q + 1) * 8 + g] = acc[j][3];
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            float* r = red + ((warp * NT + j) * MT) * 8;
+            r[g * 8 + 2 * q] = acc[j][0];
+            r[g * 8 + 2 * q + 1] = acc[j][1];
+            if (MT == 16) {
+                r[(g + 8) * 8 + 2 * q] = acc[j][2];
+                r[(g + 8) * 8 + 2 * q + 1] = acc[j][3];
+            }
         }
     }
     __syncthreads();
