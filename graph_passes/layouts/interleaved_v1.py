@@ -58,6 +58,8 @@ def pack(u: np.ndarray, bits: int) -> np.ndarray:
     """Pack unsigned quantized values ``u[K, N]`` (0 <= u < 2**bits) into int32 ``[N / I, K / 2]``."""
     if u.ndim != 2:
         raise LayoutError(f"{NAME}: expected a 2-D [K, N] array, got shape {u.shape}")
+    if not np.issubdtype(u.dtype, np.integer):
+        raise LayoutError(f"{NAME}: expected integer quantized values, got dtype {u.dtype} (round and cast first)")
     k, n = u.shape
     check_shape(k, n, bits)
     if u.size and (int(u.min()) < 0 or int(u.max()) >= 1 << bits):

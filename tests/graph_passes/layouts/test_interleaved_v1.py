@@ -227,3 +227,16 @@ def test_unpack_refuses_wrong_dtype_or_shape(bits):
         L.unpack(packed.T, k, n, bits)
     with pytest.raises(LayoutError, match="not a multiple of 64"):
         L.unpack(packed, k + 1, n, bits)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.bool_])
+def test_refuses_non_integer_values(dtype):
+    """A float array would be truncated silently by the uint8 cast; the packer asks for integers instead."""
+    with pytest.raises(LayoutError, match=f"expected integer quantized values, got dtype {np.dtype(dtype)}"):
+        L.pack(np.full((64, 4), 1, dtype), 4)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64, np.uint16])
+def test_accepts_any_integer_dtype(dtype):
+    u = np.random.default_rng().integers(0, 16, size=(128, 8)).astype(dtype)
+    np.testing.assert_array_equal(L.unpack(L.pack(u, 4), 128, 8, 4), u.astype(np.uint8))
