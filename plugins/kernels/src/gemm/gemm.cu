@@ -26,6 +26,9 @@ namespace {
 //     prefetch and more CTAs per SM rather than a larger tile.
 //   4, 5 (SM90 only) wgmma, 128 channels x 128 / 64 tokens, 2 warpgroups, the weights as wgmma's register operand
 //     (gemm_wgmma.cuh); 5 and 6 stages (3 and 4 tiles in flight).
+//   6 (SM90) as 4 with 4 stages and registers capped for 2 CTAs per SM.
+//   7 (SM90) one warpgroup, 64 channels x 64 tokens: twice the CTAs of 5, for small M where 128-channel tiles give
+//     fewer than two waves.
 struct TileConfig {
     const char* name;
     int bm, bn, warps, stages;
@@ -38,6 +41,8 @@ constexpr TileConfig kTiles[] = {
     {"mma_32x128x64_s6", 32, 128, 4, 6, false},
     {"wgmma_128x128x64_s5", 128, 128, 8, 5, true},
     {"wgmma_64x128x64_s6", 64, 128, 8, 6, true},
+    {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, true},
+    {"wgmma_64x64x64_s6", 64, 64, 4, 6, true},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -157,10 +162,10 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     return TRT_WOQ_OK;
 }
 
-template <int TOK, int STAGES, int BITS, typename T>
+template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
 trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream) {
-    auto kernel = gemm_wgmma_kernel<TOK, STAGES, BITS, T>;
-    const int smem = STAGES * WgStage<TOK, BITS>::kBytes + 1024;
+    auto kernel = gemm_wgmma_kernel<TOK, STAGES, BITS, T, WGS, MIN_CTAS>;
+    const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -171,8 +176,8 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
         if (e != cudaSuccess) return cuda_fail(e);
         done_mask.fetch_or(bit);
     }
-    dim3 grid(ceil_div(args.m, TOK), ceil_div(args.n, 128), split);
-    kernel<<<grid, 256, smem, stream>>>(args);
+    dim3 grid(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split);
+    kernel<<<grid, 128 * WGS, smem, stream>>>(args);
     e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
     return TRT_WOQ_OK;
@@ -187,6 +192,8 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 3: return launch_tile<32, 128, 1, 4, 6, BITS, T>(args, split, stream);
         case 4: return launch_wgmma<128, 5, BITS, T>(args, split, stream);
         case 5: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
+        case 6: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
+        case 7: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -217,8 +224,11 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
-    if (sm == 90) {  // Hopper: the wgmma kernels
-        const int tile = m <= 64 ? 5 : 4;
+    if (sm == 90) {
+        // Hopper: the wgmma kernels. H100 sweep (docs/performance.md): 64 tokens x 128 channels for M <= 64 (bound
+        // by the weight stream), the 2-CTA/SM 128 x 128 tile above (5-13% faster than the 5-stage 1-CTA/SM one at
+        // M >= 256); the split-K variant whenever the tiles alone give under ~two waves.
+        const int tile = m <= 64 ? 5 : 6;
         if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
         if (supports(2 * tile, params, sm) == TRT_WOQ_OK) return 2 * tile;
     }

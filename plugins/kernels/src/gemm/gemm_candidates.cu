@@ -51,6 +51,8 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(6, "gemm_mma_32x128x64_s6"),     TRT_WOQ_GEMM_CANDIDATE(7, "gemm_mma_32x128x64_s6_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(8, "gemm_wgmma_128x128x64_s5"),  TRT_WOQ_GEMM_CANDIDATE(9, "gemm_wgmma_128x128x64_s5_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_64x128x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_64x128x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(12, "gemm_wgmma_128x128x64_s4_o2"), TRT_WOQ_GEMM_CANDIDATE(13, "gemm_wgmma_128x128x64_s4_o2_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_64x64x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_64x64x64_s6_splitk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 

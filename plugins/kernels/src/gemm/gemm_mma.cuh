@@ -184,6 +184,23 @@ struct Ops<__nv_bfloat16> {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
+// CTA rasterization. The launch order (blockIdx.x fastest) is remapped so that a band of kBand M tiles sweeps all N
+// tiles before the next band starts: the CTAs resident at one time then share a few activation row bands (which
+// stay in L2) and each weight tile is read from DRAM once per band, instead of the whole activation being streamed
+// from DRAM once per N tile when it does not fit in L2 (M = 4096, K = 8192: 64 MB).
+constexpr int kBand = 8;
+__device__ __forceinline__ void tile_coords(int& m_tile, int& n_tile) {
+    const int mt = gridDim.x, nt = gridDim.y;
+    const int lin = blockIdx.y * mt + blockIdx.x;
+    const int band = lin / (kBand * nt);
+    const int first = band * kBand;
+    const int rows = min(mt - first, kBand);
+    const int in_band = lin - band * kBand * nt;
+    m_tile = first + in_band % rows;
+    n_tile = in_band / rows;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Shared-memory geometry of one pipeline stage.
 template <int BM, int BN, int BITS>
 struct StageLayout {
@@ -218,8 +235,9 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp / WN, warp_n = warp % WN;
-    // blockIdx.x walks M, so the CTAs that share a weight tile run side by side and the weights come from L2.
-    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    const int m0 = m_tile * BM, n0 = n_tile * BN;
     const int k_tiles = args.k / kBK;
     const int kt_begin = blockIdx.z * args.k_tiles_per_split;
     const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);

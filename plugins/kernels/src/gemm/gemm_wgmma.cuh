@@ -9,7 +9,7 @@
 // (16-byte chunk c of row r stored at chunk c ^ (r % 8)), which is the layout the mma.sync kernel already uses for
 // its A tile; descriptors advance by 32 bytes per k16 step.
 //
-// CTA: 2 warpgroups x 64 channels = 128 channels, TOK tokens (64 or 128), K tiles of 64 in a cp.async pipeline of
+// CTA: WGS warpgroups x 64 channels (2 x 64 = 128, or 64 for small M), TOK tokens (64 or 128), K tiles of 64 in a cp.async pipeline of
 // STAGES buffers with STAGES - 2 tiles in flight: one wgmma group stays in flight while the next tile's weights are
 // converted, so the buffer refilled at tile i is the one of tile i - 2. Split-K and the epilogue as gemm_mma.cuh.
 #pragma once
@@ -82,9 +82,9 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 
 // Shared-memory stage: X tile first (1024-byte aligned, the swizzle atom), then the packed lines, scales, zeros;
 // the stage size is rounded up to 1024 bytes so every stage's X tile stays aligned.
-template <int TOK, int BITS>
+template <int TOK, int BITS, int WGS = 2>
 struct WgStage {
-    static constexpr int kBN = 128;
+    static constexpr int kBN = 64 * WGS;
     static constexpr int kI = BITS == 8 ? 2 : 4;
     static constexpr int kLines = kBN / kI;
     static constexpr int kXBytes = TOK * kBK * 2;
@@ -93,13 +93,13 @@ struct WgStage {
     static constexpr int kBytes = (kXBytes + kBBytes + 2 * kSBytes + 1023) / 1024 * 1024;
 };
 
-template <int TOK, int STAGES, int BITS, typename T>
-__global__ void __launch_bounds__(256, 1) gemm_wgmma_kernel(const GemmArgs args) {
+template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
+__global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const GemmArgs args) {
 #ifdef TRT_WOQ_WGMMA
-    using L = WgStage<TOK, BITS>;
+    using L = WgStage<TOK, BITS, WGS>;
     using O = Ops<T>;
     using T2 = typename O::T2;
-    constexpr int kThreads = 256, kBN = L::kBN, kI = L::kI;
+    constexpr int kThreads = WGS * 128, kBN = L::kBN, kI = L::kI;
     constexpr int kDist = STAGES - 2;  // tiles in flight ahead of the one being converted
     static_assert(STAGES >= 3, "one buffer converting, one under the wgmma in flight, at least one loading");
 
@@ -109,7 +109,9 @@ __global__ void __launch_bounds__(256, 1) gemm_wgmma_kernel(const GemmArgs args)
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, wq = warp & 3;  // warpgroup (64 channels each), warp within it (16 channels)
-    const int m0 = blockIdx.x * TOK, n0 = blockIdx.y * kBN;
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    const int m0 = m_tile * TOK, n0 = n_tile * kBN;
     const int k_tiles = args.k / kBK;
     const int kt_begin = blockIdx.z * args.k_tiles_per_split;
     const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);
