@@ -174,8 +174,10 @@ def test_compare_figures_match_direct_computation(tmp_path, bits, group, asym):
     q = x.astype(np.float16).astype(np.float64) @ w_deq
     expected = compare_arrays("y", o, q)
     assert out.cosine == pytest.approx(expected.cosine, abs=2e-5)
-    assert out.max_abs == pytest.approx(expected.max_abs, rel=0.05)
-    assert out.max_rel == pytest.approx(expected.max_rel, rel=0.05)
+    # The twin rounds its output to fp16 (|y| < 4 here: half an ulp is <= 1e-3), the float64 recomputation does not;
+    # that bounds how far the max errors can differ, on top of 5 %.
+    assert out.max_abs == pytest.approx(expected.max_abs, rel=0.05, abs=2e-3)
+    assert out.max_rel == pytest.approx(expected.max_rel, rel=0.05, abs=2e-3 / np.abs(o).max())
     # Plausibility of the figures themselves: INT8 per channel is close, INT4 visibly less so.
     assert 0.0 < out.max_abs and 0.0 < out.max_rel < 1.0
     assert out.cosine > (0.9995 if bits == 8 else 0.98)
