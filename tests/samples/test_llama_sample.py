@@ -97,3 +97,31 @@ def test_compare_exit_code_when_bound_not_met(sample):
     """--min-cosine above what INT4 reaches: FAILED and exit status 1."""
     cosine, out = _quantize_and_compare(sample, "int4_strict", "--bits", "4", min_cosine=0.9999)
     assert cosine < 0.9999 and out.strip().splitlines()[-1] == "FAILED"
+
+
+@pytest.mark.parametrize("options", [["--dtype", "fp16", "--kv-heads", "4"], ["--input", "hidden", "--no-rotary"]],
+                         ids=["fp16-gqa", "hidden-norope"])
+def test_sample_variants_are_valid_and_causal(tmp_path, options):
+    """Other builder options give valid models; attention is causal (a later position never changes earlier ones)."""
+    import onnxruntime as ort
+
+    path = tmp_path / "variant.onnx"
+    _run(str(BUILD), "-o", str(path), "--hidden", "256", "--intermediate", "768", "--vocab", "512", *options)
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    rng = np.random.default_rng()
+    if inp.name == "input_ids":
+        x = rng.integers(0, 512, size=(2, 11))
+        x2 = x.copy()
+        x2[:, -1] = (x2[:, -1] + 1) % 512
+    else:
+        x = rng.standard_normal((2, 11, 256)).astype(np.float32)
+        x2 = x.copy()
+        x2[:, -1] += 1.0
+    a = sess.run(None, {inp.name: x})[0].astype(np.float64)
+    b = sess.run(None, {inp.name: x2})[0].astype(np.float64)
+    assert np.isfinite(a).all() and a.shape == (2, 11, 512)
+    np.testing.assert_array_equal(a[:, :-1], b[:, :-1])
+    assert np.abs(a[:, -1] - b[:, -1]).max() > 1e-3
