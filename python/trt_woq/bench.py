@@ -315,6 +315,39 @@ HEADER = (f"{'K x N':>13} {'M':<4}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>
           f"{'int4asym':>8} | {'i4 %BW':>6} {'i8 %BW':>6} | {'i4/cuB':>6} {'i4/ti4':>6} {'i8/cuB':>6}   (times in us)")
 
 
+def markdown(result: dict) -> str:
+    """The JSON of a run as the markdown table of docs/performance.md (one row per (K, N, M))."""
+    rows = [Row(r["k"], r["n"], r["m"], r["method"], r["us"], r["weight_bytes"], r.get("error") or "")
+            for r in result["rows"]]
+    copy = result["copy_gbps"]
+    keys = sorted({(r.k, r.n, r.m) for r in rows}, key=lambda t: (t[0] * t[1], t[0], t[2]))
+    head = ("| K x N | M | cuBLAS fp16 | cuBLAS bf16 | torch int4 | ours INT8 pc | ours INT4 g128 | ours INT4 g128 asym "
+            "| INT4 GB/s (% copy) | INT8 GB/s (% copy) | INT4 / cuBLAS | INT4 / torch int4 | INT8 / cuBLAS |")
+    out = [head, "|" + " --- |" * (head.count("|") - 1)]
+
+    def t(k, n, m, meth):
+        r = _get(rows, k, n, m, meth)
+        return r.us if r and r.us else None
+
+    for k, n, m in keys:
+        c16, cbf, ti4 = (t(k, n, m, x) for x in BASELINES)
+        i8, i4, i4a = (t(k, n, m, x) for x in OURS)
+        r4, r8 = _get(rows, k, n, m, "int4_g128"), _get(rows, k, n, m, "int8_pc")
+
+        def f(v):
+            return f"{v:.1f}" if v else "n/a"
+
+        def bw(r):
+            return f"{r.gbps:.0f} ({100 * r.gbps / copy:.0f}%)" if r and r.us else "n/a"
+
+        def x(a, b):
+            return f"{a / b:.2f}x" if a and b else "n/a"
+
+        out.append(f"| {k} x {n} | {m} | {f(c16)} | {f(cbf)} | {f(ti4)} | {f(i8)} | {f(i4)} | {f(i4a)} | {bw(r4)} "
+                   f"| {bw(r8)} | {x(c16, i4)} | {x(ti4, i4)} | {x(c16, i8)} |")
+    return "\n".join(out)
+
+
 def parse_shapes(text: str):
     out = []
     for item in text.split(","):
@@ -352,7 +385,12 @@ def main(argv=None) -> int:
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
     ap.add_argument("--one", help="METHOD,M,K,N: launch one case a few times and exit (for ncu)")
+    ap.add_argument("--markdown", metavar="JSON", help="print the markdown table of a saved run and exit (no GPU)")
     args = ap.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as f:
+            print(markdown(json.load(f)))
+        return 0
     try:
         torch = _torch()
     except ImportError:

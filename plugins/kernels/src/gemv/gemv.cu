@@ -86,14 +86,15 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
 
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
  * From the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md): M <= 8 ->
- * 4 tiles per CTA for INT4, 2 for INT8; M > 8 -> 8 tiles split over a cluster for long K, else 4 tiles. */
+ * 4 tiles per CTA for INT4, 2 for INT8; M > 8 -> 8 tiles split over a cluster when K and N are both >= 8192
+ * (fewer tiles than that leave SMs idle), else 4 tiles. */
 template <int NT, bool CLUSTER>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
     bool want_cluster = false;
     if (p->m <= 8) {
         want_nt = p->bits == 8 ? 2 : 4;
-    } else if (p->k >= 8192 && sm >= 90) {
+    } else if (p->k >= 8192 && p->n >= 8192 && sm >= 90) {
         want_nt = 8;
         want_cluster = true;
     }
