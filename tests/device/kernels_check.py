@@ -241,8 +241,10 @@ def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: boo
         cands = [c for c in range(ncand) if lib.supports(c, probe, sm) == K.Status.OK
                  and (ALL_CANDIDATES or lib.candidate_name(c).startswith("gemv"))]
         chosen = lib.dispatch(probe, sm)
-        tally.check(bool(cands) and chosen >= 0 and lib.candidate_name(chosen).startswith("gemv"),
-                    f"{pr.label()} dispatch picks a GEMV", f"supported {cands}, dispatch {chosen}")
+        gemv_expected = m <= 8 or bits == 8 or sm < 90  # INT4, M > 8, SM90: the GEMM family's pick (measured faster)
+        tally.check(bool(cands) and chosen >= 0 and lib.supports(chosen, probe, sm) == K.Status.OK
+                    and (lib.candidate_name(chosen).startswith("gemv") or not gemv_expected),
+                    f"{pr.label()} dispatch", f"supported {cands}, dispatch {chosen}")
         run_case(lib, pr, cands + [-1], tally)
     print(f"gemv: {len(cases)} problems x {ncand} candidates + auto in {time.time() - t0:.1f} s", flush=True)
 

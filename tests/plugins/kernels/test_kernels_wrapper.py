@@ -105,11 +105,19 @@ def test_gemv_supports(built_library, kw, status):
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 7, 8, 15, 16])
-def test_dispatch_picks_a_gemv_up_to_16(built_library, m):
+@pytest.mark.parametrize("bits, sm", [(4, 90), (8, 90), (4, 80)])
+def test_dispatch_up_to_16(built_library, m, bits, sm):
+    """GEMV for M <= 8; for INT4 with M > 8 on SM90 the GEMM family's pick when the library has one (measured faster)."""
     lib = K.Kernels(built_library)
-    cid = lib.dispatch(K.make_params(m=m, n=4096, k=4096, bits=4, group_size=128), sm=90)
-    assert cid >= 0 and lib.candidate_name(cid).startswith("gemv")
-    assert lib.workspace_size(K.make_params(m=m, n=4096, k=4096, bits=4, group_size=128), sm=90) == 0
+    p = K.make_params(m=m, n=4096, k=4096, bits=bits, group_size=128)
+    cid = lib.dispatch(p, sm=sm)
+    assert cid >= 0 and lib.supports(cid, p, sm=sm) == K.Status.OK
+    has_gemm = any(not n.startswith("gemv") for n in lib.candidates())
+    if m <= 8 or bits == 8 or sm < 90 or not has_gemm:
+        assert lib.candidate_name(cid).startswith("gemv")
+        assert lib.workspace_size(p, sm=sm) == 0
+    else:
+        assert not lib.candidate_name(cid).startswith("gemv")
 
 
 def test_run_with_null_pointer_names_m_n_k(built_library):

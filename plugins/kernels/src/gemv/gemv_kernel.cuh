@@ -71,6 +71,11 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
+/* The same with an L2 prefetch hint of 256 bytes (a warp reads 256 contiguous bytes of each packed row per chunk). */
+__device__ __forceinline__ void cp16_l2_256(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
 __device__ __forceinline__ void cp4(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
@@ -225,7 +230,7 @@ __device__ __forceinline__ void mma_pair(float (&d)[4], const uint4& w0, const u
     }
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT>
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
     constexpr int I = BITS == 4 ? 4 : 2;        // channels per packed row
@@ -233,7 +238,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr int BK = KC / 4;                  // k per lane block
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
     constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
-    constexpr int STAGES = kStages;
+    constexpr bool kDeep = STAGES > kStages;  // the deep-pipeline variant also asks L2 for 256-byte prefetches
     constexpr bool GROUPED = MODE != kPerChannel;
     // M <= 8: weights are the mma's A operand (16 channels = tiles j, j+1) and activations its B (8 rows), so one
     // m16n8k16 covers twice the weights of the B-operand arrangement used for M > 8.
@@ -287,7 +292,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
             const bool v = nvalid[j] && kvalid;
-            cp16(st + (j * 32 + lane) * 16, v ? wptr[j] + static_cast<size_t>(chunk) * kStride : a.w, v);
+            const unsigned char* src = v ? wptr[j] + static_cast<size_t>(chunk) * kStride : a.w;
+            if (kDeep) {
+                cp16_l2_256(st + (j * 32 + lane) * 16, src, v);
+            } else {
+                cp16(st + (j * 32 + lane) * 16, src, v);
+            }
         }
         if (g < m) {
 #pragma unroll
@@ -496,7 +506,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 }
 
 /* ---- host side ---- */
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT>
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES>
 trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p, cudaStream_t stream) {
     Plan plan = plan_in;
     Args<T> a;
@@ -511,7 +521,7 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
     a.k = static_cast<int>(p->k);
     a.group_shift = 0;
     while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
-    auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT>;
+    auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(plan.warps * plan.smem_per_warp));
     if (err != cudaSuccess) return record_cuda_error(err);
@@ -560,11 +570,15 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
 /* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */
 template <typename T, int BITS, int MODE, bool ZEROS>
 trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    if (plan.stages == kDeepStages) {
+        return plan.nt == 4 && plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kDeepStages>(plan, p, stream)
+                                            : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
     switch (plan.nt * 100 + plan.mt) {
-        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8>(plan, p, stream);
-        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8>(plan, p, stream);
-        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16>(plan, p, stream);
-        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16>(plan, p, stream);
+        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages>(plan, p, stream);
+        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages>(plan, p, stream);
+        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages>(plan, p, stream);
+        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages>(plan, p, stream);
         default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
 }
