@@ -16,7 +16,7 @@ nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/i
 grep -E "spill" "$OUT/build.log" | sort | uniq -c
 echo "build: $(( $(date +%s) - t0 ))s"
 export TRT_WOQ_GEMM_LIB=$PWD/build/libtrt_woq_gemm.so
-if has check; then  # the whole kernels library, for the public-ABI cross-check (skipped if it does not build)
+if has check || has trtbench; then  # the whole kernels library, for the public-ABI cross-check (skipped if it does not build)
   cmake -S . -B build/cm -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/cmake.log" 2>&1 &&
     cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 &&
     export TRT_WOQ_KERNELS_LIB=$PWD/build/cm/plugins/kernels/libtrt_woq_kernels.so || echo "kernels library did not build (see cmake.log)"
@@ -37,6 +37,12 @@ fi
 if has bench; then
   python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
   echo "bench: $(( $(date +%s) - t0 ))s"
+fi
+if has trtbench && [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]]; then  # the package's benchmark, through the public ABI's dispatch
+  TRT_WOQ_KERNELS_PATH=$TRT_WOQ_KERNELS_LIB PYTHONPATH=$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -m trt_woq.bench \
+    --m 1,4,16,64,256,1024,4096 --shapes 4096x28672,14336x4096,8192x57344 --methods int4_g128,cublas_fp16 \
+    --json "$OUT/trt_woq_bench.json" 2>&1 | tee "$OUT/trt_woq_bench.log" | tail -40 || status=1
+  echo "trtbench: $(( $(date +%s) - t0 ))s"
 fi
 if has sass; then  # instruction mix per kernel: HMMA (mma.sync) or HGMMA (wgmma) vs everything else
   cuobjdump -sass build/libtrt_woq_gemm.so > "$OUT/sass.txt" 2>&1

@@ -29,6 +29,8 @@ namespace {
 //   6 (SM90) as 4 with 4 stages and registers capped for 2 CTAs per SM.
 //   7 (SM90) one warpgroup, 64 channels x 64 tokens: twice the CTAs of 5, for small M where 128-channel tiles give
 //     fewer than two waves.
+//   8, 9 (SM90) four warpgroups, 256 channels x 64 / 128 tokens (512 threads, 128 registers): half the activation
+//     traffic from L2 per weight byte of 5 / 6.
 struct TileConfig {
     const char* name;
     int bm, bn, warps, stages;
@@ -43,6 +45,8 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_64x128x64_s6", 64, 128, 8, 6, true},
     {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, true},
     {"wgmma_64x64x64_s6", 64, 64, 4, 6, true},
+    {"wgmma_64x256x64_s6", 64, 256, 16, 6, true},
+    {"wgmma_128x256x64_s4", 128, 256, 16, 4, true},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -194,6 +198,8 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 5: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
         case 6: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
         case 7: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
+        case 8: return launch_wgmma<64, 6, BITS, T, 4>(args, split, stream);
+        case 9: return launch_wgmma<128, 4, BITS, T, 4>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }

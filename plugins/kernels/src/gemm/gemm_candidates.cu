@@ -53,6 +53,8 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_64x128x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_64x128x64_s6_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(12, "gemm_wgmma_128x128x64_s4_o2"), TRT_WOQ_GEMM_CANDIDATE(13, "gemm_wgmma_128x128x64_s4_o2_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_64x64x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_64x64x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_64x256x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_64x256x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(18, "gemm_wgmma_128x256x64_s4"), TRT_WOQ_GEMM_CANDIDATE(19, "gemm_wgmma_128x256x64_s4_splitk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 
