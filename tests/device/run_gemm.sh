@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the GEMM (issue 4): build the GEMM alone (no dependency on the rest of the kernels library),
 # run the numerics test, compute-sanitizer memcheck + racecheck on small odd problems, the benchmark, and ncu on one
-# compute-bound case. Logs go to $OUT (or ./gemm_out). Usage: bash tests/device/run_gemm.sh [check|bench|ncu|all]...
+# compute-bound case. Logs go to $OUT (or ./gemm_out). Usage: bash tests/device/run_gemm.sh [check|bench|trtbench|sass|ncu|all]...
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gemm_out}; mkdir -p "$OUT" build
