@@ -41,13 +41,16 @@ for step in "${steps[@]}"; do
       timeout 400 python3 -m trt_woq.bench --candidates --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
       [[ ${PIPESTATUS[0]} -ne 0 ]] && rc=1 ;;
     ncu)
-      timeout 200 ncu --clock-control none -k regex:gemv_kernel --launch-count 1 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-        python3 -m trt_woq.bench --one int4_g128,1,14336,4096 > "$OUT/ncu_m1.log" 2>&1
-      grep -E "Throughput|Duration|Registers|Achieved Occupancy|Theoretical Occupancy|Block Size|Grid Size|Waves" "$OUT/ncu_m1.log" | head -20
-      timeout 200 ncu --clock-control none -k regex:gemv_kernel --launch-count 1 --section SpeedOfLight \
-        python3 -m trt_woq.bench --one int4_g128,16,14336,4096 > "$OUT/ncu_m16.log" 2>&1
-      grep -E "Throughput|Duration" "$OUT/ncu_m16.log" | head -8 ;;
+      # The dispatch's pick for INT4 g128 (14336 x 4096) and INT8 (8192 x 10240), M = 1: one launch each.
+      for case in int4_g128,1,14336,4096 int8_pc,1,8192,10240; do
+        tag=${case//,/_}
+        timeout 150 ncu --clock-control none -k regex:gemv_kernel --launch-count 1 \
+          --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
+          --section WarpStateStats --section InstructionStats \
+          python3 -m trt_woq.bench --one "$case" > "$OUT/ncu_$tag.log" 2>&1
+        echo "-- ncu $case"
+        grep -E "DRAM Throughput|Duration|Registers Per|Achieved Occupancy|Block Size|Grid Size|Issue Slots Busy|Eligible Warps|Active Warps Per|No Eligible|Executed Instructions  |Warp Cycles Per Issued" "$OUT/ncu_$tag.log" | head -16
+      done ;;
     *) echo "unknown step $step"; rc=1 ;;
   esac
   echo "== $step: $(( $(date +%s) - t0 )) s"

@@ -17,8 +17,7 @@ namespace gemv {
 constexpr int kMaxM = 16;
 constexpr int kMaxWarps = 8;
 
-constexpr int kStages = 3;      // cp.async pipeline depth (chunks in flight per warp: kStages - 1)
-constexpr int kDeepStages = 5;  // the "deep" candidates (NT 4, M <= 8): 4 chunks in flight, 256-byte L2 prefetch
+constexpr int kStages = 3;  // cp.async pipeline depth (chunks in flight per warp: kStages - 1)
 
 /* What the host decides before the launcher (which adds the cluster split from the kernel's occupancy). */
 struct Plan {
@@ -27,7 +26,8 @@ struct Plan {
     int warps;             // per CTA at most; they split the CTA's K range
     bool cluster;          // may split K over a thread-block cluster (SM90)
     int sms;               // multiprocessors of the device
-    int stages;            // kStages or kDeepStages
+    int stages;            // kStages
+    bool fit;              // fewer warps per CTA (down to half) when that makes every CTA resident at once
     size_t smem_per_warp;  // stages x stage_bytes()
     int64_t tiles;         // CTAs along N
 };

@@ -25,6 +25,11 @@
  * Scales: per-channel scales multiply the FP32 sum in the epilogue; group sizes >= the chunk (128 for INT4, 64 for
  * INT8) multiply a chunk's FP32 mma result (one group per chunk: the products are exact, one rounding per chunk);
  * smaller groups multiply the converted weights (HMUL2) before the mma. Zeros: q - (z - 2^(bits-1)), exact.
+ *
+ * M <= 8 (weights as the mma's A operand, v5): mma_pair2's k order feeds B straight from the 16-byte activation
+ * loads, and INT4 without fine groups skips the conversion's subtractions (convert_word_biased4): each chunk's FP32
+ * sums are corrected with the activation row sums that mma_corr computes once per chunk for all tiles (zero points
+ * too). The copies use issue_paired's loop-invariant addressing. M > 8 keeps v4's loop (mma_tile, issue).
  */
 #ifndef TRT_WOQ_GEMV_KERNEL_CUH
 #define TRT_WOQ_GEMV_KERNEL_CUH
@@ -69,11 +74,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 /* 16 bytes global -> shared, bypassing L1; zero-filled when !valid (no bytes read). */
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
-/* The same with an L2 prefetch hint of 256 bytes (a warp reads 256 contiguous bytes of each packed row per chunk). */
-__device__ __forceinline__ void cp16_l2_256(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
 __device__ __forceinline__ void cp4(uint32_t dst, const void* src, bool valid) {
@@ -171,6 +171,70 @@ __device__ __forceinline__ uint32_t act_offset(int r, int q, int v) {
     return r * 128 + (q * 2 + (v ^ (r & 1))) * 16;  // row = 128 B = 8 vectors; lane q owns 2q, 2q+1
 }
 
+/* Folded INT4 conversion (M <= 8, symmetric or zero points, scales per channel or per chunk): one LOP3 per pair, no
+ * subtraction. The mma is fed the biased values and each chunk's FP32 result is corrected afterwards with the rows'
+ * activation sums (see mma_corr):
+ *   FP16: low nibbles  (w & 0x000F000F) | 0x6400 = 1024 + U (ulp 1 on [1024, 2048)),        offset 1032 = 1024 + 8;
+ *         high nibbles (w & 0x00F000F0) | 0x5400 = 64 + U  (16 U in the mantissa, ulp 1/16 on [64, 128)), offset 72.
+ *   BF16: (w >> 4i & 0x000F000F) | 0x4300 = 128 + U, offset 136 (the high nibbles cannot use a wider base: bit 7 of a
+ *         BF16 is the exponent's), so its four shifts stay.
+ * 5 instructions per FP16 word (was 9) and 7 per BF16 word (was 11). Pair i of the output sits in the same mma k
+ * slots as convert_word's pair i: pairs 0, 2 are a0/a1 (low offset), pairs 1, 3 are a2/a3 (high offset). */
+template <typename T>
+__device__ __forceinline__ void convert_word_biased4(uint32_t word, typename Pair<T>::type* out);
+
+template <>
+__device__ __forceinline__ void convert_word_biased4<half>(uint32_t word, half2* out) {
+    const uint32_t upper = word >> 8;
+    out[0] = detail::as_pair<half2>(detail::and_or(word, 0x000F000Fu, 0x64006400u));
+    out[1] = detail::as_pair<half2>(detail::and_or(word, 0x00F000F0u, 0x54005400u));
+    out[2] = detail::as_pair<half2>(detail::and_or(upper, 0x000F000Fu, 0x64006400u));
+    out[3] = detail::as_pair<half2>(detail::and_or(upper, 0x00F000F0u, 0x54005400u));
+}
+
+template <>
+__device__ __forceinline__ void convert_word_biased4<__nv_bfloat16>(uint32_t word, __nv_bfloat162* out) {
+    out[0] = detail::as_pair<__nv_bfloat162>(detail::and_or(word, 0x000F000Fu, 0x43004300u));
+    out[1] = detail::as_pair<__nv_bfloat162>(detail::and_or(word >> 4, 0x000F000Fu, 0x43004300u));
+    out[2] = detail::as_pair<__nv_bfloat162>(detail::and_or(word >> 8, 0x000F000Fu, 0x43004300u));
+    out[3] = detail::as_pair<__nv_bfloat162>(detail::and_or(word >> 12, 0x000F000Fu, 0x43004300u));
+}
+
+/* Offsets of the folded conversion as pairs: (low-slot offset, high-slot offset). */
+template <typename T>
+struct FoldOffsets;
+template <>
+struct FoldOffsets<half> {
+    static constexpr uint32_t kLo = 0x64086408u;  // 1032
+    static constexpr uint32_t kHi = 0x54805480u;  // 72
+    static constexpr uint32_t kOne = 0x3C003C00u;
+};
+template <>
+struct FoldOffsets<__nv_bfloat16> {
+    static constexpr uint32_t kLo = 0x43084308u;  // 136
+    static constexpr uint32_t kHi = 0x43084308u;
+    static constexpr uint32_t kOne = 0x3F803F80u;
+};
+
+/* The chunk's correction for the folded conversion, in mma_pair2's k order: one m16n8k16 per (word pair, pair i)
+ * with constant A rows: rows 0..7 hold pair i's offset (c0/c1 = sum_k offset_k x[r][k] for activation rows r = 2q,
+ * 2q+1), rows 8..15 hold ones (c2/c3 = the plain row sums, for zero points). 16-bit products are exact in FP32. */
+template <typename T>
+__device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
+    constexpr uint32_t kLo = FoldOffsets<T>::kLo, kHi = FoldOffsets<T>::kHi, kOne = FoldOffsets<T>::kOne;
+    float c2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};  // two chains of 4 mma
+#pragma unroll
+    for (int wp = 0; wp < 2; ++wp) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint32_t off = i % 2 == 0 ? kLo : kHi;
+            mma<T>(c2[wp], off, kOne, off, kOne, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c[i] = c2[0][i] + c2[1][i];
+}
+
 /* One tile's mma steps for one chunk: convert the lane's 4 words, apply zero point and (fine groups) scale, mma. */
 template <typename T, int BITS, int MT, bool FINE, bool ZEROS>
 __device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const uint4* xa, const uint4* xb,
@@ -200,32 +264,40 @@ __device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const u
 /* M <= 8 arrangement: tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as B.
  * A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. / 2q+8..), a1/a3 = channel g of tile j + 1;
  * B fragment: b0/b1 = activation row g at the same k slots. C: c0/c1 = (tile j, rows 2q, 2q+1), c2/c3 = tile j + 1. */
+/* One tile pair's mma steps for one chunk, k order "paired": one mma takes pair i of two adjacent words 2wp, 2wp + 1
+ * of each tile. Pair i of word w is block pair w + 4i (step 2 of the layout), so the mma's B registers are components
+ * 2wp, 2wp + 1 of activation vector i: two consecutive registers of one 16-byte shared load (v4 paired words w and
+ * w + 4 in one mma, which cost two register moves per mma). INT4 without fine groups also folds the conversion
+ * (convert_word_biased4; the caller corrects with mma_corr). Word pair wp accumulates into d[wp]: two dependent chains
+ * of kPairs mma instead of one of 2 kPairs. */
 template <typename T, int BITS, bool FINE, bool ZEROS>
-__device__ __forceinline__ void mma_pair(float (&d)[4], const uint4& w0, const uint4& w1, const uint4* xa,
-                                         typename Pair<T>::type z0, typename Pair<T>::type z1,
-                                         typename Pair<T>::type s0, typename Pair<T>::type s1) {
+__device__ __forceinline__ void mma_pair2(float (&d)[2][4], const uint4& w0, const uint4& w1, const uint4* xa,
+                                          typename Pair<T>::type z0, typename Pair<T>::type z1,
+                                          typename Pair<T>::type s0, typename Pair<T>::type s1) {
     using P = typename Pair<T>::type;
     constexpr int kPairs = BITS == 4 ? 4 : 2;
+    constexpr bool kFold = BITS == 4 && !FINE;
 #pragma unroll
-    for (int wi = 0; wi < 4; ++wi) {
-        P p0[kPairs], p1[kPairs];
-        convert_word<T, BITS>(comp(w0, wi), p0);
-        convert_word<T, BITS>(comp(w1, wi), p1);
+    for (int wp = 0; wp < 2; ++wp) {
+        P p[4][kPairs];  // tile j word 2wp, tile j+1 word 2wp, tile j word 2wp+1, tile j+1 word 2wp+1
+        const uint32_t words[4] = {comp(w0, 2 * wp), comp(w1, 2 * wp), comp(w0, 2 * wp + 1), comp(w1, 2 * wp + 1)};
 #pragma unroll
-        for (int i = 0; i < kPairs; ++i) {
-            if (ZEROS) {
-                p0[i] = __hsub2(p0[i], z0);
-                p1[i] = __hsub2(p1[i], z1);
-            }
-            if (FINE) {
-                p0[i] = __hmul2(p0[i], s0);
-                p1[i] = __hmul2(p1[i], s1);
+        for (int u = 0; u < 4; ++u) {
+            if constexpr (kFold) {
+                convert_word_biased4<T>(words[u], p[u]);
+            } else {
+                convert_word<T, BITS>(words[u], p[u]);
+#pragma unroll
+                for (int i = 0; i < kPairs; ++i) {
+                    if (ZEROS) p[u][i] = __hsub2(p[u][i], u % 2 == 0 ? z0 : z1);
+                    if (FINE) p[u][i] = __hmul2(p[u][i], u % 2 == 0 ? s0 : s1);
+                }
             }
         }
 #pragma unroll
-        for (int h = 0; h < kPairs / 2; ++h) {
-            mma<T>(d, detail::as_u32(p0[2 * h]), detail::as_u32(p1[2 * h]), detail::as_u32(p0[2 * h + 1]),
-                   detail::as_u32(p1[2 * h + 1]), comp(xa[2 * h], wi), comp(xa[2 * h + 1], wi));
+        for (int i = 0; i < kPairs; ++i) {
+            mma<T>(d[wp], detail::as_u32(p[0][i]), detail::as_u32(p[1][i]), detail::as_u32(p[2][i]),
+                   detail::as_u32(p[3][i]), comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
         }
     }
 }
@@ -238,12 +310,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr int BK = KC / 4;                  // k per lane block
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
     constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
-    constexpr bool kDeep = STAGES > kStages;  // the deep-pipeline variant also asks L2 for 256-byte prefetches
     constexpr bool GROUPED = MODE != kPerChannel;
     // M <= 8: weights are the mma's A operand (16 channels = tiles j, j+1) and activations its B (8 rows), so one
     // m16n8k16 covers twice the weights of the B-operand arrangement used for M > 8.
     constexpr bool SWAP = MT == 8;
     static_assert(!SWAP || NT % 2 == 0, "the swapped arrangement pairs tiles");
+    constexpr bool PAIRED = SWAP;  // the swapped arrangement uses mma_pair2's k order and issue_paired's copies
+    constexpr bool FOLD = PAIRED && BITS == 4 && MODE != kFineGroup;  // folded INT4 conversion (mma_pair2)
     constexpr int half_bits = 1 << (BITS - 1);
 
     extern __shared__ __align__(16) unsigned char smem[];
@@ -293,11 +366,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         for (int j = 0; j < NT; ++j) {
             const bool v = nvalid[j] && kvalid;
             const unsigned char* src = v ? wptr[j] + static_cast<size_t>(chunk) * kStride : a.w;
-            if (kDeep) {
-                cp16_l2_256(st + (j * 32 + lane) * 16, src, v);
-            } else {
-                cp16(st + (j * 32 + lane) * 16, src, v);
-            }
+            cp16(st + (j * 32 + lane) * 16, src, v);
         }
         if (g < m) {
 #pragma unroll
@@ -333,6 +402,40 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         }
     };
 
+    // The paired kernels' copies: the same bytes, addressed from loop-invariant parts (one 64-bit add per copy, no
+    // selects). A copy that reads nothing (src-size 0: channel past N or k past K) keeps an address inside the same
+    // tensor: invalid channels point at packed row 0 and scale column 0, k past K at the chunk-0 position.
+    int scol[NT];  // this lane's scale/zero pair column
+#pragma unroll
+    for (int j = 0; j < NT; ++j) scol[j] = nvalid[j] ? ((n_base + 8 * j + g) & ~1) : 0;
+    auto issue_paired = [&](int chunk, int stage) {
+        const uint32_t st = warp_smem + stage * stage_bytes;
+        const int kc0 = chunk * KC;
+        const int k0 = kc0 + q * BK;
+        const bool kvalid = k0 < a.k;
+        const size_t woff = kvalid ? static_cast<size_t>(chunk) * kStride : 0;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) cp16(st + (j * 32 + lane) * 16, wptr[j] + woff, nvalid[j] && kvalid);
+        if (g < m) {
+            const T* xs = xrow_a + (kvalid ? kc0 : 0);
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<BITS>(g, q, v), xs + 8 * v, kvalid);
+        }
+        if (GROUPED) {
+            const size_t row = static_cast<size_t>((kvalid ? k0 : kc0) >> a.group_shift) * a.n;
+            const T* srow = a.scales + row;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                cp4(st + s_off + (j * 32 + lane) * 4, srow + scol[j], nvalid[j] && (chunk_scaled || kvalid));
+            }
+            if (has_zeros) {
+                const T* zrow = a.zeros + row;
+#pragma unroll
+                for (int j = 0; j < NT; ++j) cp4(st + z_off + (j * 32 + lane) * 4, zrow + scol[j], nvalid[j] && kvalid);
+            }
+        }
+    };
+
     // Per-channel zero points are constant along K.
     T zpc[NT];
 #pragma unroll
@@ -344,12 +447,24 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     float acc[NT][4];
 #pragma unroll
     for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    // Paired kernels whose chunk sums need no per-chunk step (plain conversion, scales per channel or on the weights):
+    // mma_pair2's second chain accumulates here across chunks, added to acc after the loop.
+    constexpr bool kTwoAcc = PAIRED && !FOLD && !chunk_scaled;
+    float acc2[kTwoAcc ? NT : 1][4];
+#pragma unroll
+    for (int j = 0; j < (kTwoAcc ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
 
     const int first = c_begin + warp;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         const int c = first + s * warps;
-        if (c < c_end) issue(c, s);
+        if (c < c_end) {
+            if constexpr (PAIRED) {
+                issue_paired(c, s);
+            } else {
+                issue(c, s);
+            }
+        }
         cp_commit();
     }
     int stage = 0;
@@ -358,7 +473,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         {
             const int cn = c + (STAGES - 1) * warps;
             const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
-            if (cn < c_end) issue(cn, sn);
+            if (cn < c_end) {
+                if constexpr (PAIRED) {
+                    issue_paired(cn, sn);
+                } else {
+                    issue(cn, sn);
+                }
+            }
             cp_commit();
         }
         const uint32_t st = warp_smem + stage * stage_bytes;
@@ -371,39 +492,76 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<BITS>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
         }
         if constexpr (SWAP) {
+            // Folded conversion: the chunk's row sums, once for all tiles (c0/c1 offsets, c2/c3 plain sums).
+            float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if constexpr (FOLD) mma_corr<T>(corr, xa);
 #pragma unroll
             for (int j = 0; j < NT; j += 2) {
                 const uint4 w0 = lds128(st + (j * 32 + lane) * 16);
                 const uint4 w1 = lds128(st + ((j + 1) * 32 + lane) * 16);
                 const int odd = (n_base + 8 * j + g) & 1;  // same parity for tile j + 1 (tiles are 8 apart)
                 P z0, z1, s0, s1;
+                float zfa = 0.0f, zfb = 0.0f;  // z - 2^(bits-1) for the folded correction
                 if (has_zeros) {
                     const T za = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
                     const T zb = GROUPED ? pick<T>(lds32(st + z_off + ((j + 1) * 32 + lane) * 4), odd) : zpc[j + 1];
-                    const T qa = from_float<T>(to_float(za) - static_cast<float>(half_bits));
-                    const T qb = from_float<T>(to_float(zb) - static_cast<float>(half_bits));
+                    zfa = to_float(za) - static_cast<float>(half_bits);
+                    zfb = to_float(zb) - static_cast<float>(half_bits);
+                    const T qa = from_float<T>(zfa);
+                    const T qb = from_float<T>(zfb);
                     z0 = P(qa, qa);
                     z1 = P(qb, qb);
                 }
+                // The chunk's sums in t (mma_pair2's two chains); folded: t holds biased sums, so subtract the offsets'
+                // and the zero points' share; then scale per chunk or add. kTwoAcc: straight into acc / acc2.
                 if constexpr (GROUPED) {
                     const T sa = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
                     const T sb = pick<T>(lds32(st + s_off + ((j + 1) * 32 + lane) * 4), odd);
                     s0 = P(sa, sa);
                     s1 = P(sb, sb);
-                    if constexpr (chunk_scaled) {
-                        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        mma_pair<T, BITS, false, ZEROS>(t, w0, w1, xa, z0, z1, s0, s1);
-                        const float fa = to_float(sa);
-                        const float fb = to_float(sb);
-                        acc[j][0] = fmaf(t[0], fa, acc[j][0]);
-                        acc[j][1] = fmaf(t[1], fa, acc[j][1]);
-                        acc[j][2] = fmaf(t[2], fb, acc[j][2]);
-                        acc[j][3] = fmaf(t[3], fb, acc[j][3]);
-                    } else {
-                        mma_pair<T, BITS, true, ZEROS>(acc[j], w0, w1, xa, z0, z1, s0, s1);
+                }
+                if constexpr (kTwoAcc) {
+                    float t2[2][4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        t2[0][i] = acc[j][i];
+                        t2[1][i] = acc2[j][i];
                     }
+                    mma_pair2<T, BITS, fine, ZEROS>(t2, w0, w1, xa, z0, z1, s0, s1);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        acc[j][i] = t2[0][i];
+                        acc2[j][i] = t2[1][i];
+                    }
+                    continue;
+                }
+                float t2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+                mma_pair2<T, BITS, fine, ZEROS>(t2, w0, w1, xa, z0, z1, s0, s1);
+                float t[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) t[i] = t2[0][i] + t2[1][i];
+                if constexpr (FOLD) {
+                    t[0] -= corr[0];
+                    t[1] -= corr[1];
+                    t[2] -= corr[0];
+                    t[3] -= corr[1];
+                    if (has_zeros) {
+                        t[0] = fmaf(-zfa, corr[2], t[0]);
+                        t[1] = fmaf(-zfa, corr[3], t[1]);
+                        t[2] = fmaf(-zfb, corr[2], t[2]);
+                        t[3] = fmaf(-zfb, corr[3], t[3]);
+                    }
+                }
+                if constexpr (chunk_scaled) {
+                    const float fa = to_float(s0.x);
+                    const float fb = to_float(s1.x);
+                    acc[j][0] = fmaf(t[0], fa, acc[j][0]);
+                    acc[j][1] = fmaf(t[1], fa, acc[j][1]);
+                    acc[j][2] = fmaf(t[2], fb, acc[j][2]);
+                    acc[j][3] = fmaf(t[3], fb, acc[j][3]);
                 } else {
-                    mma_pair<T, BITS, false, ZEROS>(acc[j], w0, w1, xa, z0, z1, s0, s1);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[j][i] += t[i];
                 }
             }
         } else {
@@ -439,6 +597,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     cp_wait<0>();
+    if constexpr (kTwoAcc) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[j][i] += acc2[j][i];
+        }
+    }
     __syncthreads();  // the pipeline's shared memory becomes the reduction buffer
 
     // Cross-warp reduction. C fragment: c0 (row g, col 2q), c1 (row g, col 2q+1), c2/c3 the same for row g + 8.
@@ -542,6 +707,19 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
     int cps = static_cast<int>((nchunks + nsplit - 1) / nsplit);
     nsplit = static_cast<int>((nchunks + cps - 1) / cps);
     int warps = plan.warps;
+    if (plan.fit && nsplit == 1 && static_cast<int64_t>(per_sm) * plan.sms < plan.tiles) {
+        // More CTAs than resident slots: down to half the warps per CTA if that makes every CTA resident at once
+        // (no partial second wave; measured on INT8 8192 x 10240, M = 1, docs/performance.md).
+        for (int w = plan.warps - 1; w >= std::max(1, plan.warps / 2); --w) {
+            int occ = 0;
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, w * 32, w * plan.smem_per_warp);
+            if (err != cudaSuccess) return record_cuda_error(err);
+            if (static_cast<int64_t>(occ) * plan.sms >= plan.tiles) {
+                warps = w;
+                break;
+            }
+        }
+    }
     while (warps > 1 && cps < 2 * warps) --warps;
     a.chunks_per_split = cps;
     const size_t smem = warps * plan.smem_per_warp;
@@ -570,10 +748,6 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
 /* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */
 template <typename T, int BITS, int MODE, bool ZEROS>
 trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    if (plan.stages == kDeepStages) {
-        return plan.nt == 4 && plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kDeepStages>(plan, p, stream)
-                                            : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    }
     switch (plan.nt * 100 + plan.mt) {
         case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages>(plan, p, stream);
         case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages>(plan, p, stream);
