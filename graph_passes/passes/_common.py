@@ -1,12 +1,15 @@
-"""Helpers shared by the rewrite passes: dtype choice, unique names, the quantize-once cache."""
+"""Helpers shared by the rewrite passes: dtype choice, unique names, the quantize-once cache, the pass loop's
+setup and bookkeeping."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from graph_passes.errors import QuantizationError
+from graph_passes.passes.match import find_linear_layers
 from graph_passes.progress import ProgressBar
 from graph_passes.quantize import QuantizedWeight, quantize_rtn
+from graph_passes.report import QuantReport, Rewritten
 
 ONNX_FLOAT = {"fp16": 10, "bf16": 16, "fp32": 1}  # onnx.TensorProto.FLOAT16 / BFLOAT16 / FLOAT
 
@@ -82,3 +85,34 @@ def skip_reason_of(exc: QuantizationError) -> tuple[str, str]:
 
 def bias_storage(bias: np.ndarray, dtype) -> np.ndarray:
     return np.asarray(bias, np.float64).astype(dtype)
+
+
+class PassRun:
+    """What a rewrite pass sets up before its loop: the report, the matches (skips already reported), unique names,
+    the quantize-once cache and the progress bar."""
+
+    def __init__(self, graph, config, report: QuantReport | None):
+        self.report = report if report is not None else QuantReport()
+        self.matches, skips = find_linear_layers(graph, config)
+        for s in skips:
+            self.report.skip(s.node, s.reason, s.detail)
+        self.names = NameScope(graph)
+        self.cache = QuantizeOnce(config)
+        self.bar = progress_bar(len(self.matches), config)
+
+    def quantize(self, match, act_dtype: str, build):
+        """``(entry, shared)`` from the cache, or None after reporting the skip when the quantizer refuses."""
+        try:
+            return self.cache.get(match, act_dtype, build)
+        except QuantizationError as exc:
+            self.report.skip(match.node, *skip_reason_of(exc))
+            self.bar.update(match.node.name)
+            return None
+
+    def rewritten(self, match, act_dtype: str, casts: bool, shared: bool) -> None:
+        """Records one rewritten node and advances the progress bar."""
+        self.report.rewritten.append(Rewritten(node=match.node.name, pattern=match.pattern, weight=match.source_name,
+                                               k=match.k, n=match.n,
+                                               weight_rel_error=self.cache.rel_errors[match.key(act_dtype)],
+                                               act_dtype=act_dtype, casts=casts, shared=shared))
+        self.bar.update(match.node.name)

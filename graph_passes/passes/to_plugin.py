@@ -10,27 +10,20 @@ from __future__ import annotations
 import onnx_graphsurgeon as gs
 
 from graph_passes import op as woq_op
-from graph_passes.errors import QuantizationError
 from graph_passes.layouts import get_layout
-from graph_passes.passes._common import (ONNX_FLOAT, NameScope, QuantizeOnce, bias_storage, op_act_dtype,
-                                         progress_bar, skip_reason_of)
-from graph_passes.passes.match import constant_nbytes, find_linear_layers
+from graph_passes.passes._common import ONNX_FLOAT, PassRun, bias_storage, op_act_dtype
+from graph_passes.passes.match import constant_nbytes
 from graph_passes.quantize import act_numpy_dtype, to_act_storage
-from graph_passes.report import QuantReport, Rewritten
+from graph_passes.report import QuantReport
 
 
 def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
     """Replace every matched MatMul / MatMul+Add / Gemm of ``graph`` by a WeightOnlyLinear node; returns ``graph``."""
-    report = report if report is not None else QuantReport()
-    matches, skips = find_linear_layers(graph, config)
-    for s in skips:
-        report.skip(s.node, s.reason, s.detail)
-    names = NameScope(graph)
-    cache = QuantizeOnce(config)
+    run = PassRun(graph, config, report)
+    report, names = run.report, run.names
     layout = get_layout(config.layout)
-    bar = progress_bar(len(matches), config)
     cast_in = {}
-    for m in matches:
+    for m in run.matches:
         act, casts = op_act_dtype(m, config)
         storage = act_numpy_dtype(act)
         base = m.source_name + ("_T" if m.transpose else "")
@@ -45,12 +38,10 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
             report.weight_bytes_after += after
             return packed, scales, zeros
 
-        try:
-            (packed, scales, zeros), shared = cache.get(m, act, build)
-        except QuantizationError as exc:
-            report.skip(m.node, *skip_reason_of(exc))
-            bar.update(m.node.name)
+        got = run.quantize(m, act, build)
+        if got is None:
             continue
+        (packed, scales, zeros), shared = got
         name = names(m.node.name or "WeightOnlyLinear")
         bias = None
         if m.bias is not None:
@@ -78,10 +69,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         if casts:
             graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
                         attrs={"to": ONNX_FLOAT[m.graph_act]})
-        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
-                                          weight_rel_error=cache.rel_errors[m.key(act)],
-                                          act_dtype=act, casts=casts, shared=shared))
-        bar.update(m.node.name)
+        run.rewritten(m, act, casts, shared)
     _ensure_opset_import(graph)
     return graph.cleanup().toposort()
 

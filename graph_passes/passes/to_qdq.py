@@ -14,11 +14,9 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
-from graph_passes.errors import QuantizationError
-from graph_passes.passes._common import (NameScope, QuantizeOnce, bias_storage, op_act_dtype, progress_bar,
-                                         skip_reason_of)
-from graph_passes.passes.match import constant_nbytes, find_linear_layers
-from graph_passes.report import QuantReport, Rewritten
+from graph_passes.passes._common import PassRun, bias_storage, op_act_dtype
+from graph_passes.passes.match import constant_nbytes
+from graph_passes.report import QuantReport
 
 QDQ_OPSET = 21
 
@@ -41,14 +39,9 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
 
     The caller makes sure the model's default opset is >= 21 (see graph_passes.pipeline).
     """
-    report = report if report is not None else QuantReport()
-    matches, skips = find_linear_layers(graph, config)
-    for s in skips:
-        report.skip(s.node, s.reason, s.detail)
-    names = NameScope(graph)
-    cache = QuantizeOnce(config)
-    bar = progress_bar(len(matches), config)
-    for m in matches:
+    run = PassRun(graph, config, report)
+    report, names = run.report, run.names
+    for m in run.matches:
         act, casts = op_act_dtype(m, config)
         graph_dtype = m.dtype
         base = m.source_name + ("_T" if m.transpose else "")
@@ -76,12 +69,10 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
                                           + (0 if qw.zeros is None else -(-s.size * bits // 8)))
             return w
 
-        try:
-            w, shared = cache.get(m, act, build)
-        except QuantizationError as exc:
-            report.skip(m.node, *skip_reason_of(exc))
-            bar.update(m.node.name)
+        got = run.quantize(m, act, build)
+        if got is None:
             continue
+        w, shared = got
         if m.node.op == "MatMul":
             m.node.inputs[1] = w
         else:  # Gemm -> MatMul (+ Add)
@@ -95,8 +86,5 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
                 graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[mm])
                 b = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, graph_dtype))
                 graph.layer(op="Add", name=names(f"{name}_Add"), inputs=[mm, b], outputs=[out])
-        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
-                                          weight_rel_error=cache.rel_errors[m.key(act)],
-                                          act_dtype=act, casts=False, shared=shared))
-        bar.update(m.node.name)
+        run.rewritten(m, act, False, shared)
     return graph.cleanup().toposort()
