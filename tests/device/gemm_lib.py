@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-from dataclasses import dataclass
-
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,92 +19,82 @@ import torch
 
 # Only the packer is needed: register graph_passes as a bare namespace so that its __init__ (the ONNX passes and
 # their imports) is not run on the GPU machine.
+_ROOT = Path(__file__).resolve().parents[2]
 if "graph_passes" not in sys.modules:
     _pkg = types.ModuleType("graph_passes")
-    _pkg.__path__ = [str(Path(__file__).resolve().parents[2] / "graph_passes")]
+    _pkg.__path__ = [str(_ROOT / "graph_passes")]
     sys.modules["graph_passes"] = _pkg
 from graph_passes.layouts import interleaved_v1  # noqa: E402
 
-OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = range(6)
+# The params struct (gemm.h uses kernels.h's trt_woq_linear_params) and the status codes come from the package's
+# wrapper, python/trt_woq/kernels.py (no torch there).
+if str(_ROOT / "python") not in sys.path:
+    sys.path.insert(0, str(_ROOT / "python"))
+
+from trt_woq.kernels import LinearParams as Params  # noqa: E402
+from trt_woq.kernels import Status  # noqa: E402
+
+OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = (int(s) for s in Status)
 ACT = {torch.float16: 0, torch.bfloat16: 1}
 
 
-class Params(ctypes.Structure):
-    _fields_ = [("activation", ctypes.c_void_p), ("packed_weight", ctypes.c_void_p), ("scales", ctypes.c_void_p),
-                ("zeros", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("output", ctypes.c_void_p),
-                ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64), ("bits", ctypes.c_int32),
-                ("group_size", ctypes.c_int32), ("layout_version", ctypes.c_int32), ("act_type", ctypes.c_int),
-                ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t)]
-
-
 class Gemm:
+    """The GEMM's own entry points (trt_woq_gemm_*); statuses are returned, not raised (the test checks refusals)."""
+
+    PATH_ENV = "TRT_WOQ_GEMM_LIB"
+    PREFIX = "trt_woq_gemm_"
+    CUDA_ERROR = "trt_woq_gemm_last_cuda_error"
+
     def __init__(self, path: str | None = None):
-        path = path or os.environ["TRT_WOQ_GEMM_LIB"]
-        lib = ctypes.CDLL(path)
+        lib = ctypes.CDLL(path or os.environ[self.PATH_ENV])
         p = ctypes.POINTER(Params)
-        lib.trt_woq_gemm_candidate_count.restype = ctypes.c_int32
-        lib.trt_woq_gemm_candidate_describe.argtypes = [ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
-        lib.trt_woq_gemm_candidate_supports.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
-        lib.trt_woq_gemm_workspace_size.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
-        lib.trt_woq_gemm_workspace_size.restype = ctypes.c_size_t
-        lib.trt_woq_gemm_dispatch.argtypes = [p, ctypes.c_int32]
-        lib.trt_woq_gemm_dispatch.restype = ctypes.c_int32
-        lib.trt_woq_gemm_run.argtypes = [ctypes.c_int32, p, ctypes.c_void_p]
-        lib.trt_woq_gemm_last_cuda_error.restype = ctypes.c_char_p
-        self.lib = lib
+        f = {short: getattr(lib, self.PREFIX + short) for short in
+             ("candidate_count", "candidate_describe", "candidate_supports", "workspace_size", "dispatch", "run")}
+        f["last_cuda_error"] = getattr(lib, self.CUDA_ERROR)
+        f["candidate_count"].restype = ctypes.c_int32
+        f["candidate_describe"].argtypes = [ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
+        f["candidate_supports"].argtypes = [ctypes.c_int32, p, ctypes.c_int32]
+        f["workspace_size"].argtypes = [ctypes.c_int32, p, ctypes.c_int32]
+        f["workspace_size"].restype = ctypes.c_size_t
+        f["dispatch"].argtypes = [p, ctypes.c_int32]
+        f["dispatch"].restype = ctypes.c_int32
+        f["run"].argtypes = [ctypes.c_int32, p, ctypes.c_void_p]
+        f["last_cuda_error"].restype = ctypes.c_char_p
+        self.lib, self.f = lib, f
         major, minor = torch.cuda.get_device_capability()
         self.sm = 10 * major + minor
 
     def count(self) -> int:
-        return self.lib.trt_woq_gemm_candidate_count()
+        return self.f["candidate_count"]()
 
     def name(self, i: int) -> str:
         buf = ctypes.create_string_buffer(128)
-        assert self.lib.trt_woq_gemm_candidate_describe(i, buf, 128) == OK
+        assert self.f["candidate_describe"](i, buf, 128) == OK
         return buf.value.decode()
 
     def supports(self, i: int, prm: Params) -> int:
-        return self.lib.trt_woq_gemm_candidate_supports(i, ctypes.byref(prm), self.sm)
+        return self.f["candidate_supports"](i, ctypes.byref(prm), self.sm)
 
     def workspace(self, i: int, prm: Params) -> int:
-        return self.lib.trt_woq_gemm_workspace_size(i, ctypes.byref(prm), self.sm)
+        return self.f["workspace_size"](i, ctypes.byref(prm), self.sm)
 
     def dispatch(self, prm: Params) -> int:
-        return self.lib.trt_woq_gemm_dispatch(ctypes.byref(prm), self.sm)
+        return self.f["dispatch"](ctypes.byref(prm), self.sm)
 
     def run(self, i: int, prm: Params, stream: int | None = None) -> int:
         s = torch.cuda.current_stream().cuda_stream if stream is None else stream
-        return self.lib.trt_woq_gemm_run(i, ctypes.byref(prm), ctypes.c_void_p(s))
+        return self.f["run"](i, ctypes.byref(prm), ctypes.c_void_p(s))
 
     def cuda_error(self) -> str:
-        return self.lib.trt_woq_gemm_last_cuda_error().decode()
+        return self.f["last_cuda_error"]().decode()
 
 
 class Linear(Gemm):
     """The library's public C ABI (trt_woq_linear_*), same methods as Gemm: the registry with GEMV and GEMM."""
 
-    def __init__(self, path: str | None = None):
-        path = path or os.environ["TRT_WOQ_KERNELS_LIB"]
-        lib = ctypes.CDLL(path)
-        p = ctypes.POINTER(Params)
-        for short, full in (("candidate_count", "trt_woq_linear_candidate_count"),
-                            ("candidate_describe", "trt_woq_linear_candidate_describe"),
-                            ("candidate_supports", "trt_woq_linear_candidate_supports"),
-                            ("workspace_size", "trt_woq_linear_workspace_size"), ("dispatch", "trt_woq_linear_dispatch"),
-                            ("run", "trt_woq_linear_run"), ("last_cuda_error", "trt_woq_last_cuda_error")):
-            setattr(lib, "trt_woq_gemm_" + short, getattr(lib, full))
-        lib.trt_woq_gemm_candidate_count.restype = ctypes.c_int32
-        lib.trt_woq_gemm_candidate_describe.argtypes = [ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
-        lib.trt_woq_gemm_candidate_supports.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
-        lib.trt_woq_gemm_workspace_size.argtypes = [ctypes.c_int32, p, ctypes.c_int32]
-        lib.trt_woq_gemm_workspace_size.restype = ctypes.c_size_t
-        lib.trt_woq_gemm_dispatch.argtypes = [p, ctypes.c_int32]
-        lib.trt_woq_gemm_dispatch.restype = ctypes.c_int32
-        lib.trt_woq_gemm_run.argtypes = [ctypes.c_int32, p, ctypes.c_void_p]
-        lib.trt_woq_gemm_last_cuda_error.restype = ctypes.c_char_p
-        self.lib = lib
-        major, minor = torch.cuda.get_device_capability()
-        self.sm = 10 * major + minor
+    PATH_ENV = "TRT_WOQ_KERNELS_LIB"
+    PREFIX = "trt_woq_linear_"
+    CUDA_ERROR = "trt_woq_last_cuda_error"
 
 
 @dataclass
