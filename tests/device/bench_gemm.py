@@ -1,6 +1,6 @@
 """GEMM benchmark (issue 4): every GEMM candidate and the dispatch's choice against cuBLAS FP16 (torch.matmul) on the
-LLM shapes, M in {1, 4, 16, 64, 256, 1024, 4096}. CUDA-graph replays of 20 launches over rotating buffers (more
-than 200 MB per operand, so the weights come from HBM, not L2), median of 7 replays.
+LLM shapes, M in {1, 4, 16, 64, 256, 1024, 4096}. CUDA-graph replays of at least 20 launches over rotating buffers
+(more than 200 MB per operand, so the weights come from HBM, not L2), median of 7 replays (trt_woq.bench.time_calls).
 
     TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/bench_gemm.py [--quick] [--one M,K,N,cand]
 """
@@ -8,7 +8,6 @@ than 200 MB per operand, so the weights come from HBM, not L2), median of 7 repl
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import numpy as np
@@ -17,7 +16,8 @@ import torch
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
-from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402
+from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
+from trt_woq.bench import copy_bandwidth, time_calls  # noqa: E402
 
 SHAPES = [(4096, 28672), (14336, 4096), (8192, 57344)]  # (K, N)
 MS = [1, 4, 16, 64, 256, 1024, 4096]
@@ -26,25 +26,9 @@ ROTATE_BYTES = 200 << 20
 
 
 def time_graph(launch_list) -> float:
-    """Seconds per launch: graph of LAUNCHES calls cycling over launch_list, median of 7 replays."""
-    for f in launch_list:
-        f()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(LAUNCHES):
-            launch_list[i % len(launch_list)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(7):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3 / LAUNCHES)
-    return statistics.median(times)
+    """Seconds per launch: trt_woq.bench's CUDA-graph timing (>= LAUNCHES calls cycling over launch_list a replay),
+    median of 7 replays."""
+    return time_calls(launch_list, min_calls=LAUNCHES, replays=7) * 1e-6
 
 
 def copies(nbytes: int) -> int:
@@ -110,11 +94,7 @@ def main() -> int:
         bench_shape(g, k, n, [m], bits=args.bits, only=c)
         return 0
     # Context: the device-to-device copy bandwidth in this run.
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    t = time_graph([lambda: dst.copy_(src)])
-    print(f"d2d copy: {2 * src.numel() / t / 1e12:.2f} TB/s (read + write)")
-    del src, dst
+    print(f"d2d copy: {copy_bandwidth() / 1e3:.2f} TB/s (read + write)")
     ms = MS if not args.quick else [64, 256, 1024, 4096]
     for k, n in SHAPES:
         bench_shape(g, k, n, ms, bits=args.bits)
