@@ -48,8 +48,8 @@ def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.floa
         xs = [torch.randn(m, k, device="cuda", dtype=dtype) for _ in range(copies(2 * m * k))]
         outs = [torch.empty(m, n, device="cuda", dtype=dtype) for _ in range(2)]
         nl = max(len(xs), len(w16))
-        t_cublas = time_graph([lambda i=i: torch.matmul(xs[i % len(xs)], w16[i % len(w16)], out=outs[i % 2])
-                               for i in range(nl)])
+        t_cublas = time_graph([lambda i=i, xs=xs, outs=outs: torch.matmul(xs[i % len(xs)], w16[i % len(w16)],
+                                                                          out=outs[i % 2]) for i in range(nl)])
         probs = [with_m(w, m) for w in weights]
         for i, p in enumerate(probs):
             p.x = xs[i % len(xs)]

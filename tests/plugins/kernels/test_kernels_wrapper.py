@@ -58,7 +58,7 @@ def test_params_struct_matches_header(tmp_path):
     fields = [f for f, _ in K.LinearParams._fields_]
     src = tmp_path / "layout.c"
     src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "trt_woq/kernels.h"\nint main(void) {\n'
-                   + f'  printf("%zu\\n", sizeof(trt_woq_linear_params));\n'
+                   + '  printf("%zu\\n", sizeof(trt_woq_linear_params));\n'
                    + "".join(f'  printf("%zu\\n", offsetof(trt_woq_linear_params, {f}));\n' for f in fields)
                    + "  return 0;\n}\n")
     exe = tmp_path / "layout"
