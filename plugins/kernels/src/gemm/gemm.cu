@@ -143,13 +143,10 @@ size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
-template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
-trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream) {
-    constexpr int kWM = WM, kWN = WN, WARPS = WM * WN;
-    auto kernel = gemm_mma_kernel<BM, BN, kWM, kWN, STAGES, BITS, T, MIN_CTAS>;
-    const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
-    // Raise the dynamic shared-memory limit once per device for this instantiation.
-    static std::atomic<uint64_t> done_mask{0};
+// Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit once per device first
+// (`done_mask`: the caller's static, one per kernel instantiation, bit i = device i done).
+trt_woq_status launch_kernel(void (*kernel)(GemmArgs), dim3 grid, int threads, int smem,
+                             std::atomic<uint64_t>& done_mask, const GemmArgs& args, cudaStream_t stream) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e);
@@ -159,32 +156,29 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
         if (e != cudaSuccess) return cuda_fail(e);
         done_mask.fetch_or(bit);
     }
-    dim3 grid(ceil_div(args.m, BM), ceil_div(args.n, BN), split);
-    kernel<<<grid, WARPS * 32, smem, stream>>>(args);
+    kernel<<<grid, threads, smem, stream>>>(args);
     e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
     return TRT_WOQ_OK;
+}
+
+template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
+trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream) {
+    constexpr int kWM = WM, kWN = WN, WARPS = WM * WN;
+    auto kernel = gemm_mma_kernel<BM, BN, kWM, kWN, STAGES, BITS, T, MIN_CTAS>;
+    const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
+    static std::atomic<uint64_t> done_mask{0};  // one per instantiation
+    return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
+                         args, stream);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
 trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream) {
     auto kernel = gemm_wgmma_kernel<TOK, STAGES, BITS, T, WGS, MIN_CTAS>;
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
-    static std::atomic<uint64_t> done_mask{0};
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return cuda_fail(e);
-    const uint64_t bit = uint64_t(1) << (dev & 63);
-    if (!(done_mask.load(std::memory_order_relaxed) & bit)) {
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return cuda_fail(e);
-        done_mask.fetch_or(bit);
-    }
-    dim3 grid(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split);
-    kernel<<<grid, 128 * WGS, smem, stream>>>(args);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) return cuda_fail(e);
-    return TRT_WOQ_OK;
+    static std::atomic<uint64_t> done_mask{0};  // one per instantiation
+    return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
+                         done_mask, args, stream);
 }
 
 template <int BITS, typename T>
