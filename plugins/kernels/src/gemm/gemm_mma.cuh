@@ -20,6 +20,8 @@
 
 #include <type_traits>
 
+#include "../converters.cuh"
+
 namespace trt_woq {
 namespace gemm {
 
@@ -70,17 +72,9 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
                  : "r"(smem_addr(p)));
 }
 
-__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;  // (a & b) | c
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
+// PRMT and LOP3 ((a & b) | c) wrappers shared with the decode kernels' converters.
+using trt_woq::detail::and_or;
+using trt_woq::detail::prmt;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-type pieces: the mma instruction and the B-fragment conversions. `zq` holds the zero point in the form the
@@ -125,8 +119,8 @@ struct Ops<half> {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             uint32_t v = h ? (w >> 8) : w;
-            uint32_t lo = lop3_and_or(v, 0x000F000Fu, 0x64006400u);
-            uint32_t hi = lop3_and_or(v, 0x00F000F0u, 0x64006400u);
+            uint32_t lo = and_or(v, 0x000F000Fu, 0x64006400u);
+            uint32_t hi = and_or(v, 0x00F000F0u, 0x64006400u);
             half2 h0 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&lo), zq.lo), s2);
             half2 h1 = __hmul2(__hfma2(*reinterpret_cast<half2*>(&hi), sixteenth, zq.hi), s2);
             b[2 * h] = *reinterpret_cast<uint32_t*>(&h0);
@@ -176,7 +170,7 @@ struct Ops<__nv_bfloat16> {
     __device__ static void int4_to_frag(uint32_t w, Int4Zero zq, __nv_bfloat162 s2, uint32_t (&b)[4]) {
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-            uint32_t v = lop3_and_or(w >> (4 * p), 0x000F000Fu, 0x43004300u);
+            uint32_t v = and_or(w >> (4 * p), 0x000F000Fu, 0x43004300u);
             __nv_bfloat162 h = __hmul2(__hsub2(*reinterpret_cast<__nv_bfloat162*>(&v), zq.lo), s2);
             b[p] = *reinterpret_cast<uint32_t*>(&h);
         }
