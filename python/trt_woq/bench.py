@@ -298,9 +298,14 @@ def summary_line(rows, k, n, m, copy_gbps) -> str:
         r = _get(rows, k, n, m, meth)
         return f"{100 * r.gbps / copy_gbps:5.1f}%" if r and r.us else "   n/a"
 
+    def tflops(meth):
+        r = _get(rows, k, n, m, meth)
+        return f"{r.tflops:6.1f}" if r and r.us else "   n/a"
+
     line = (f"{k:>6}x{n:<6} M={m:<3}| " + " ".join(us(x) for x in BASELINES) + " | " + " ".join(us(x) for x in OURS)
             + f" | {frac('int4_g128')} {frac('int8_pc')} | {ratio('int4_g128', 'cublas_fp16')} "
-            f"{ratio('int4_g128', 'torch_int4')} {ratio('int8_pc', 'cublas_fp16')}")
+            f"{ratio('int4_g128', 'torch_int4')} {ratio('int8_pc', 'cublas_fp16')} | {tflops('int4_g128')} "
+            f"{tflops('cublas_fp16')}")
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
         line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
@@ -312,7 +317,8 @@ def summary_line(rows, k, n, m, copy_gbps) -> str:
 
 
 HEADER = (f"{'K x N':>13} {'M':<4}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>8} | {'int8pc':>8} {'int4g128':>8} "
-          f"{'int4asym':>8} | {'i4 %BW':>6} {'i8 %BW':>6} | {'i4/cuB':>6} {'i4/ti4':>6} {'i8/cuB':>6}   (times in us)")
+          f"{'int4asym':>8} | {'i4 %BW':>6} {'i8 %BW':>6} | {'i4/cuB':>6} {'i4/ti4':>6} {'i8/cuB':>6} | "
+          f"{'i4 TF/s':>6} {'cuB TF/s':>6}   (times in us)")
 
 
 def markdown(result: dict) -> str:
@@ -322,7 +328,8 @@ def markdown(result: dict) -> str:
     copy = result["copy_gbps"]
     keys = sorted({(r.k, r.n, r.m) for r in rows}, key=lambda t: (t[0] * t[1], t[0], t[2]))
     head = ("| K x N | M | cuBLAS fp16 | cuBLAS bf16 | torch int4 | ours INT8 pc | ours INT4 g128 | ours INT4 g128 asym "
-            "| INT4 GB/s (% copy) | INT8 GB/s (% copy) | INT4 / cuBLAS | INT4 / torch int4 | INT8 / cuBLAS |")
+            "| INT4 GB/s (% copy) | INT8 GB/s (% copy) | INT4 / cuBLAS | INT4 / torch int4 | INT8 / cuBLAS "
+            "| INT4 TFLOP/s | cuBLAS fp16 TFLOP/s |")
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
 
     def t(k, n, m, meth):
@@ -343,8 +350,13 @@ def markdown(result: dict) -> str:
         def x(a, b):
             return f"{a / b:.2f}x" if a and b else "n/a"
 
+        def tf(meth):
+            r = _get(rows, k, n, m, meth)
+            return f"{r.tflops:.1f}" if r and r.us else "n/a"
+
         out.append(f"| {k} x {n} | {m} | {f(c16)} | {f(cbf)} | {f(ti4)} | {f(i8)} | {f(i4)} | {f(i4a)} | {bw(r4)} "
-                   f"| {bw(r8)} | {x(c16, i4)} | {x(ti4, i4)} | {x(c16, i8)} |")
+                   f"| {bw(r8)} | {x(c16, i4)} | {x(ti4, i4)} | {x(c16, i8)} | {tf('int4_g128')} "
+                   f"| {tf('cublas_fp16')} |")
     return "\n".join(out)
 
 

@@ -31,12 +31,13 @@ def test_converters_exhaustive(lib, rng):
 
 
 @pytest.mark.parametrize("m", [1, 3, 9, 16])
-@pytest.mark.parametrize("bits, group, act, zeros, bias", [
-    (4, 128, "fp16", False, False), (4, 64, "bf16", True, True), (8, -1, "fp16", False, True),
-    (8, 32, "bf16", True, False)])
-def test_gemv_odd_shape(lib, rng, m, bits, group, act, zeros, bias):
+# K is not a power of two and, where the group allows, not a multiple of 128 (4160 = 65 x 64; 4224 = 33 x 128).
+@pytest.mark.parametrize("k, bits, group, act, zeros, bias", [
+    (4224, 4, 128, "fp16", False, False), (4160, 4, 64, "bf16", True, True), (4160, 8, -1, "fp16", False, True),
+    (4160, 8, 32, "bf16", True, False)])
+def test_gemv_odd_shape(lib, rng, m, k, bits, group, act, zeros, bias):
     tally = check.Tally()
-    pr = check.Problem(m, 4160, 1028, bits, group, act, zeros, bias, rng)
+    pr = check.Problem(m, k, 1028, bits, group, act, zeros, bias, rng)
     sm = K.device_sm()
     cands = [c for c in range(lib.candidate_count()) if lib.supports(c, pr.params(pr.x), sm) == K.Status.OK]
     assert cands
