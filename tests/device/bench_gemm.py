@@ -35,7 +35,7 @@ def copies(nbytes: int) -> int:
     return max(1, min(8, -(-ROTATE_BYTES // max(nbytes, 1))))
 
 
-def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.float16, only=None):
+def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.float16, only=None, cands=None):
     rng = np.random.default_rng()
     rows = []
     wbytes = k * n * bits // 8
@@ -54,10 +54,10 @@ def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.floa
         for i, p in enumerate(probs):
             p.x = xs[i % len(xs)]
         prm0 = probs[0].params(outs[0])
-        cands = [c for c in range(g.count()) if g.supports(c, prm0) == OK]
         auto = g.dispatch(prm0)
+        wanted = range(g.count()) if cands is None else sorted(set(cands) | {auto})
         res = {}
-        for c in cands if only is None else [only]:
+        for c in [c for c in wanted if g.supports(c, prm0) == OK] if only is None else [only]:
             ws_bytes = g.workspace(c, prm0)
             ws = torch.empty(max(ws_bytes, 4) // 4, device="cuda", dtype=torch.float32)
             prms = [p.params(outs[i % 2], ws if ws_bytes else None) for i, p in enumerate(probs)]
@@ -86,6 +86,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="only M = 64, 256, 1024, 4096")
     ap.add_argument("--one", help="M,K,N,candidate: time one kernel (for ncu)")
     ap.add_argument("--bits", type=int, default=4)
+    ap.add_argument("--cands", help="comma-separated candidate ids to time (default: all; the dispatch's pick always)")
     args = ap.parse_args()
     g = Gemm()
     print(f"device {torch.cuda.get_device_name()} sm {g.sm}; INT{args.bits} g128 FP16 weights vs cuBLAS FP16")
@@ -97,7 +98,8 @@ def main() -> int:
     print(f"d2d copy: {copy_bandwidth() / 1e3:.2f} TB/s (read + write)")
     ms = MS if not args.quick else [64, 256, 1024, 4096]
     for k, n in SHAPES:
-        bench_shape(g, k, n, ms, bits=args.bits)
+        bench_shape(g, k, n, ms, bits=args.bits,
+                    cands=None if args.cands is None else [int(c) for c in args.cands.split(",")])
         torch.cuda.empty_cache()
     return 0
 

@@ -1,6 +1,7 @@
 // Host side of the mma.sync GEMM: the compiled tile configurations, the candidate list (configuration x split-K),
 // checks, workspace sizes, the heuristic, and the launches. The kernel itself is gemm_mma.cuh.
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,7 @@
 #include "gemm.h"
 #include "gemm_mma.cuh"
 #include "gemm_wgmma.cuh"
+#include "gemm_wgmma_ws.cuh"
 
 namespace trt_woq {
 namespace gemm {
@@ -31,22 +33,29 @@ namespace {
 //     fewer than two waves.
 //   8, 9 (SM90) four warpgroups, 256 channels x 64 / 128 tokens (512 threads, 128 registers): half the activation
 //     traffic from L2 per weight byte of 5 / 6.
+enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
     int bm, bn, warps, stages;
-    bool wgmma;
+    Kernel kernel;
+    bool sm90_only() const { return kernel != Kernel::kMma; }
 };
 constexpr TileConfig kTiles[] = {
-    {"mma_128x128x64_s4", 128, 128, 8, 4, false},
-    {"mma_128x128x64_s3_o2", 128, 128, 8, 3, false},
-    {"mma_64x128x64_s4", 64, 128, 4, 4, false},
-    {"mma_32x128x64_s6", 32, 128, 4, 6, false},
-    {"wgmma_128x128x64_s5", 128, 128, 8, 5, true},
-    {"wgmma_64x128x64_s6", 64, 128, 8, 6, true},
-    {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, true},
-    {"wgmma_64x64x64_s6", 64, 64, 4, 6, true},
-    {"wgmma_64x256x64_s6", 64, 256, 16, 6, true},
-    {"wgmma_128x256x64_s4", 128, 256, 16, 4, true},
+    {"mma_128x128x64_s4", 128, 128, 8, 4, Kernel::kMma},
+    {"mma_128x128x64_s3_o2", 128, 128, 8, 3, Kernel::kMma},
+    {"mma_64x128x64_s4", 64, 128, 4, 4, Kernel::kMma},
+    {"mma_32x128x64_s6", 32, 128, 4, 6, Kernel::kMma},
+    {"wgmma_128x128x64_s5", 128, 128, 8, 5, Kernel::kWgmma},
+    {"wgmma_64x128x64_s6", 64, 128, 8, 6, Kernel::kWgmma},
+    {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, Kernel::kWgmma},
+    {"wgmma_64x64x64_s6", 64, 64, 4, 6, Kernel::kWgmma},
+    {"wgmma_64x256x64_s6", 64, 256, 16, 6, Kernel::kWgmma},
+    {"wgmma_128x256x64_s4", 128, 256, 16, 4, Kernel::kWgmma},
+    {"wgmma_ws_256x128x64_s5", 256, 128, 12, 5, Kernel::kWgmmaWs},
+    {"wgmma_ws_128x128x64_s8", 128, 128, 12, 8, Kernel::kWgmmaWs},
+    {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs},
+    {"wgmma_ws_64x256x64_s8", 64, 256, 12, 8, Kernel::kWgmmaWs},
+    {"wgmma_ws_64x128x64_s8", 64, 128, 12, 8, Kernel::kWgmmaWs},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -69,7 +78,8 @@ trt_woq_status cuda_fail(cudaError_t e) {
 int smem_bytes(const TileConfig& t, int bits) {
     const int inter = bits == 8 ? 2 : 4;
     const int stage = t.bm * kBK * 2 + (t.bn / inter) * 128 + 2 * (2 * t.bn * 2);
-    if (t.wgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // 1024-aligned stages + alignment slack
+    if (t.kernel == Kernel::kWgmmaWs) return ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes;
+    if (t.kernel == Kernel::kWgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // aligned stages + slack
     return t.stages * stage;
 }
 
@@ -130,7 +140,7 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     const TileConfig& t = kTiles[id / 2];
     if (smem_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
-    if (t.wgmma && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (id % 2 == 1 && make_plan(id, *p).split < 2) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
     return TRT_WOQ_OK;
 }
@@ -145,8 +155,9 @@ size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
 
 // Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit once per device first
 // (`done_mask`: the caller's static, one per kernel instantiation, bit i = device i done).
-trt_woq_status launch_kernel(void (*kernel)(GemmArgs), dim3 grid, int threads, int smem,
-                             std::atomic<uint64_t>& done_mask, const GemmArgs& args, cudaStream_t stream) {
+template <typename... Params>
+trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
+                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e);
@@ -156,7 +167,7 @@ trt_woq_status launch_kernel(void (*kernel)(GemmArgs), dim3 grid, int threads, i
         if (e != cudaSuccess) return cuda_fail(e);
         done_mask.fetch_or(bit);
     }
-    kernel<<<grid, threads, smem, stream>>>(args);
+    kernel<<<grid, threads, smem, stream>>>(params...);
     e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
     return TRT_WOQ_OK;
@@ -169,7 +180,7 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
-                         args, stream);
+                         stream, args);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
@@ -178,7 +189,51 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
-                         done_mask, args, stream);
+                         done_mask, stream, args);
+}
+
+// The driver's tensor-map encoder, reached through the runtime (the library does not link libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+    static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    }();
+    return fn;
+}
+
+// 2D row-major tensor [rows, inner] of `elem_bytes` elements, box [box_rows, box_inner], 128-byte swizzle (the
+// inner box is 128 bytes), out-of-bounds elements zero-filled.
+bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base, uint64_t inner,
+               uint64_t rows, uint32_t box_inner, uint32_t box_rows) {
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (encode == nullptr) return false;
+    const cuuint64_t dims[2] = {inner, rows};
+    const cuuint64_t strides[1] = {inner * elem_bytes};
+    const cuuint32_t box[2] = {box_inner, box_rows};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int TOK, int MT, int STAGES, int BITS, typename T>
+trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t stream) {
+    constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
+    CUtensorMap tmap_x, tmap_w;
+    // Activations [M, K] (16-bit elements), box 64 k x TOK rows; packed weights [N / I lines, K / 2 words], box 32
+    // words (one 128-byte line) x CH / I lines.
+    if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK) ||
+        !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
+        return cuda_fail(cudaErrorInvalidValue);
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T>;
+    const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
+    static std::atomic<uint64_t> done_mask{0};  // one per instantiation
+    return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, kCH), split), kWsThreads, smem,
+                         done_mask, stream, args, tmap_x, tmap_w);
 }
 
 template <int BITS, typename T>
@@ -194,6 +249,11 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 7: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
         case 8: return launch_wgmma<64, 6, BITS, T, 4>(args, split, stream);
         case 9: return launch_wgmma<128, 4, BITS, T, 4>(args, split, stream);
+        case 10: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, split, stream);
+        case 11: return launch_wgmma_ws<128, 1, 8, BITS, T>(args, split, stream);
+        case 12: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, split, stream);
+        case 13: return launch_wgmma_ws<64, 2, 8, BITS, T>(args, split, stream);
+        case 14: return launch_wgmma_ws<64, 1, 8, BITS, T>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }

@@ -1,0 +1,381 @@
+// Hopper (SM90a) warp-specialized weight-only GEMM: TMA + mbarrier pipeline, one producer warp, two consumer
+// warpgroups on wgmma with the dequantized weights as the register operand (the product is Y^T = W^T X^T as in
+// gemm_wgmma.cuh, whose fragment mapping this kernel shares).
+//
+// Why: the non-specialized kernel (gemm_wgmma.cuh) has every thread issue cp.async and meet at a __syncthreads per
+// K tile, so the tensor pipe idles while all warps copy and wait (ncu: 54 % tensor pipe at M = 4096). Here:
+//   * warp 0 (one elected lane) loads the activation tile [TOK tokens x 64 k] and the packed weight lines
+//     [CH / I lines x 128 B] with cp.async.bulk.tensor (TMA), both with the 128-byte swizzle (16-byte chunk c of
+//     row r at c ^ (r % 8)): for the activations that is the K-major layout wgmma's shared-memory descriptor reads;
+//     for the packed lines it spreads the 8 channels a warp reads per k16 step over 32 banks (INT4: 2 lines x 4
+//     channels, INT8: 4 lines x 2). Rows beyond M and lines beyond N / I are zero-filled by TMA. The lanes of the
+//     same warp copy the scale / zero rows with 4-byte cp.async (their rows need only 4-byte alignment) and signal
+//     them to the same "full" mbarrier (cp.async.mbarrier.arrive.noinc). Layout v1 in global memory is unchanged.
+//   * consumer warpgroup c owns CH / 2 channels (one or two m64 row blocks): it converts tile i + 1 into the second
+//     fragment buffer while the wgmma group of tile i runs, and releases a stage to the producer ("empty" mbarrier,
+//     one arrival per warp) once the wgmma group that read it has completed. setmaxnreg moves registers from the
+//     producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
+//   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
+//     rows (or FP32 split-K partials) are written with 16-byte stores along N.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is reached through the runtime, libcuda is not linked)
+
+#include "gemm_wgmma.cuh"
+
+namespace trt_woq {
+namespace gemm {
+
+constexpr int kWsConsumers = 2;                      // consumer warpgroups
+constexpr int kWsThreads = (kWsConsumers + 1) * 128;  // + the producer warpgroup (one warp of it works)
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 64K registers
+static_assert(128 * kWsProducerRegs + 128 * kWsConsumers * kWsConsumerRegs <= 65536, "register file");
+
+// Shared-memory geometry: STAGES x {activation tile, packed lines, scales, zeros}, each stage 1024-byte aligned (the
+// 128-byte swizzle atom); the epilogue's FP32 staging tile [TOK][CH + 4] (padded against bank conflicts) reuses the
+// same bytes; the 2 x STAGES mbarriers follow. Plain constexpr functions, so the host sizes the launch with them.
+struct WsGeometry {
+    int lines, x_bytes, w_bytes, s_bytes, stage_bytes, epi_pitch, epi_bytes, data_bytes, smem_bytes;
+};
+__host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int stages, int bits) {
+    WsGeometry g{};
+    g.lines = ch / (bits == 8 ? 2 : 4);
+    g.x_bytes = tok * kBK * 2;
+    g.w_bytes = g.lines * 128;
+    g.s_bytes = 2 * ch * 2;  // up to two group rows (group 32 < 64)
+    g.stage_bytes = (g.x_bytes + g.w_bytes + 2 * g.s_bytes + 1023) / 1024 * 1024;
+    g.epi_pitch = ch + 4;  // floats
+    g.epi_bytes = tok * g.epi_pitch * 4;
+    g.data_bytes = stages * g.stage_bytes > g.epi_bytes ? stages * g.stage_bytes : g.epi_bytes;
+    g.smem_bytes = g.data_bytes + 2 * stages * 8 + 1024;  // + barriers + alignment slack
+    return g;
+}
+
+#ifdef TRT_WOQ_WGMMA
+#define TRT_WOQ_WGMMA_M64N256K16(TYPE)                                                                       \
+    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"                                                       \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " "                                  \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "  \
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                                              \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+    TRT_WOQ_WGMMA_M64N256K16("f16");
+}
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+    TRT_WOQ_WGMMA_M64N256K16("bf16");
+}
+#undef TRT_WOQ_WGMMA_M64N256K16
+
+template <int TOK, typename T>
+__device__ __forceinline__ void wgmma_tok_ws(float (&d)[TOK / 2], const uint32_t (&a)[4], uint64_t desc) {
+    if constexpr (TOK == 256 && std::is_same<T, half>::value) wgmma_m64n256k16_f16(d, a, desc);
+    if constexpr (TOK == 256 && !std::is_same<T, half>::value) wgmma_m64n256k16_bf16(d, a, desc);
+    if constexpr (TOK < 256) wgmma_tok<TOK, T>(d, a, desc);
+}
+
+// mbarrier, TMA and register-reconfiguration wrappers (PTX ISA 8.0, sm_90).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Arrives on `bar` once this thread's earlier cp.async copies have landed (counts as one of the expected arrivals).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int inner, int outer, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar)
+        : "memory");
+}
+template <int REGS>
+__device__ __forceinline__ void regs_dealloc() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void regs_alloc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+// Barrier of the consumer warpgroups only (id 1; 0 is __syncthreads).
+__device__ __forceinline__ void consumers_sync() {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumers * 128) : "memory");
+}
+#endif
+
+// Writes the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to rows m0 .. of `out`: Y in T with the
+// bias added, or FP32 split-K partials. V contiguous channels per thread: one 16-byte store when N and the pointer
+// allow it, else 2-channel stores (N is even).
+template <int V, int TOK, int CH, int PITCH, typename OutT>
+__device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, int n0, const GemmArgs& args,
+                                           OutT* out) {
+    constexpr bool kFloat = std::is_same<OutT, float>::value;
+    static_assert(V == (kFloat ? 4 : 8), "one 16-byte store per chunk");
+    constexpr int kChunks = CH / V, kRowStep = kWsConsumers * 128 / kChunks;
+    static_assert(kWsConsumers * 128 % kChunks == 0, "each thread keeps one chunk column");
+    const int c = ctid % kChunks, n = n0 + c * V;
+    if (n >= args.n) return;
+    const bool whole = n + V <= args.n && args.n % V == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    float bias[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) bias[v] = 0.f;
+    if constexpr (!kFloat) {
+        const OutT* b = static_cast<const OutT*>(args.bias);
+        if (b != nullptr)
+#pragma unroll
+            for (int v = 0; v < V; ++v)
+                if (n + v < args.n) bias[v] = float(b[n + v]);
+    }
+    for (int r = ctid / kChunks; r < TOK && m0 + r < args.m; r += kRowStep) {
+        float x[V];
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+            const float4 f = *reinterpret_cast<const float4*>(epi + r * PITCH + c * V + 4 * q);
+            x[4 * q] = f.x + bias[4 * q];
+            x[4 * q + 1] = f.y + bias[4 * q + 1];
+            x[4 * q + 2] = f.z + bias[4 * q + 2];
+            x[4 * q + 3] = f.w + bias[4 * q + 3];
+        }
+        OutT* dst = out + (size_t)(m0 + r) * args.n + n;
+        if constexpr (kFloat) {
+            if (whole) {
+                *reinterpret_cast<float4*>(dst) = make_float4(x[0], x[1], x[2], x[3]);
+            } else {
+#pragma unroll
+                for (int p = 0; p < V / 2; ++p)
+                    if (n + 2 * p < args.n) *reinterpret_cast<float2*>(dst + 2 * p) = make_float2(x[2 * p], x[2 * p + 1]);
+            }
+        } else {
+            using T2 = typename Ops<OutT>::T2;
+            uint32_t words[V / 2];
+#pragma unroll
+            for (int p = 0; p < V / 2; ++p) {
+                T2 t;
+                t.x = OutT(x[2 * p]);
+                t.y = OutT(x[2 * p + 1]);
+                words[p] = *reinterpret_cast<uint32_t*>(&t);
+            }
+            if (whole) {
+                *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+            } else {
+#pragma unroll
+                for (int p = 0; p < V / 2; ++p)
+                    if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
+            }
+        }
+    }
+}
+
+// TOK tokens x CH = 2 x MT x 64 channels per CTA; STAGES pipeline stages.
+template <int TOK, int MT, int STAGES, int BITS, typename T>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm_wgmma_ws_kernel(const GemmArgs args, const __grid_constant__ CUtensorMap tmap_x,
+                         const __grid_constant__ CUtensorMap tmap_w) {
+#ifdef TRT_WOQ_WGMMA
+    constexpr int kCH = kWsConsumers * MT * 64;
+    constexpr WsGeometry L = ws_geometry(TOK, kCH, STAGES, BITS);
+    static_assert(L.x_bytes % 1024 == 0, "the weight lines must start 1024-byte aligned (swizzle atom)");
+    static_assert(TOK <= 256 && L.lines <= 256, "TMA box dimensions are at most 256");
+    using O = Ops<T>;
+    using T2 = typename O::T2;
+    constexpr int kI = BITS == 8 ? 2 : 4;
+
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    const uint32_t smem_base = smem_addr(smem);
+    const uint32_t full_bar = smem_base + L.data_bytes, empty_bar = full_bar + STAGES * 8;
+    auto stage_x = [&](int s) { return smem_base + s * L.stage_bytes; };
+    auto stage_w = [&](int s) { return reinterpret_cast<const uint32_t*>(smem + s * L.stage_bytes + L.x_bytes); };
+    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L.stage_bytes + L.x_bytes + L.w_bytes); };
+    auto stage_z = [&](int s) {
+        return reinterpret_cast<T*>(smem + s * L.stage_bytes + L.x_bytes + L.w_bytes + L.s_bytes);
+    };
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    const int m0 = m_tile * TOK, n0 = n_tile * kCH;
+    const int k_tiles = args.k / kBK;
+    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
+    const int n_k = max(0, min(k_tiles, kt_begin + args.k_tiles_per_split) - kt_begin);
+    const bool has_zeros = args.zeros != nullptr;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
+            mbar_init(empty_bar + 8 * s, kWsConsumers * 4);      // one arrival per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // Producer warpgroup: warp 0 loads, the other three only give their registers back.
+        regs_dealloc<kWsProducerRegs>();
+        if (warp != 0) return;
+        const T* __restrict__ S = static_cast<const T*>(args.scales);
+        const T* __restrict__ Z = static_cast<const T*>(args.zeros);
+        for (int i = 0; i < n_k; ++i) {
+            const int s = i % STAGES, kt = kt_begin + i;
+            if (i >= STAGES) mbar_wait(empty_bar + 8 * s, ((i / STAGES) - 1) & 1);
+            if (lane == 0) {
+                mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
+                tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
+                tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
+            }
+            // Scale (zero) rows of the groups this tile touches: one when group >= 64, two when group == 32.
+            const int k0 = kt * kBK;
+            const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
+            for (int j = lane; j < kCH; j += 32) {
+                const int r = j / (kCH / 2), p = j % (kCH / 2);
+                const int g = g_first + r, n = n0 + 2 * p;
+                const bool ok = g <= g_last && n < args.n;
+                const size_t off = ok ? (size_t)g * args.n + n : 0;
+                cp_async4(stage_s(s) + r * kCH + 2 * p, S + off, ok);
+                if (has_zeros) cp_async4(stage_z(s) + r * kCH + 2 * p, Z + off, ok);
+            }
+            mbar_arrive_cp_async(full_bar + 8 * s);
+        }
+        return;
+    }
+
+    // Consumer warpgroups.
+    regs_alloc<kWsConsumerRegs>();
+    const int cw = wg - 1, wq = warp & 3, ctid = tid - 128;
+    constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per packed word
+    constexpr int kSteps = kBK / 16;
+    // This thread's channels (rows g and g + 8 of its warp's 16 in each m64 block) and where their words are in a
+    // stage: line, line % 8 (the swizzle), first chunk.
+    int ch_local[MT][2], w_base[MT][2], w_xor[MT][2], w_chunk0[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int c = cw * MT * 64 + mt * 64 + wq * 16 + (lane >> 2) + 8 * h;
+            const int line = c / kI;
+            ch_local[mt][h] = c;
+            w_base[mt][h] = line * 32 + (lane & 3);
+            w_xor[mt][h] = line & 7;
+            w_chunk0[mt][h] = (c % kI) * (4 / kSPW);
+        }
+    const auto zq_sym8 = O::int8_zero(128.f);
+    const auto zq_sym4 = O::int4_zero(8.f);
+    const int gshift = args.group_shift;
+
+    using Frags = uint32_t[MT][kSteps][4];
+    // Waits for tile i and converts its weights into the A fragments of its 4 k16 steps.
+    auto convert = [&](int i, Frags& af) {
+        const int s = i % STAGES;
+        mbar_wait(full_bar + 8 * s, (i / STAGES) & 1);
+        const uint32_t* sw = stage_w(s);
+        const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
+        const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
+        const int k0 = (kt_begin + i) * kBK, g0 = k0 >> gshift;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int c = ch_local[mt][h];
+                const uint16_t s_lo = ss[c], s_hi = ss[kCH + c];
+                const uint16_t z_lo = has_zeros ? sz[c] : 0, z_hi = has_zeros ? sz[kCH + c] : 0;
+#pragma unroll
+                for (int blk = 0; blk < kSteps / kSPW; ++blk) {
+                    const bool second = ((k0 + blk * 16 * kSPW) >> gshift) != g0;  // group 32: second group row
+                    const uint32_t w = sw[w_base[mt][h] + ((w_chunk0[mt][h] + blk) ^ w_xor[mt][h]) * 4];
+                    const uint16_t sbits = second ? s_hi : s_lo, zbits = second ? z_hi : z_lo;
+                    const T2 s2 = O::bcast(*reinterpret_cast<const T*>(&sbits));
+                    const float z = float(*reinterpret_cast<const T*>(&zbits));
+                    if constexpr (BITS == 8) {
+                        O::int8_to_frag(w, has_zeros ? O::int8_zero(z) : zq_sym8, s2, af[mt][blk][h],
+                                        af[mt][blk][2 + h]);
+                    } else {
+                        uint32_t b[4];
+                        O::int4_to_frag(w, has_zeros ? O::int4_zero(z) : zq_sym4, s2, b);
+                        af[mt][2 * blk][h] = b[0];
+                        af[mt][2 * blk][2 + h] = b[1];
+                        af[mt][2 * blk + 1][h] = b[2];
+                        af[mt][2 * blk + 1][2 + h] = b[3];
+                    }
+                }
+            }
+    };
+    float acc[MT][TOK / 2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < TOK / 2; ++j) acc[mt][j] = 0.f;
+    auto issue = [&](int i, const Frags& af) {
+        // K-major, 128-byte swizzle: start >> 4, leading offset 1 (unused), stride 1024 bytes (8 rows of 128 B).
+        const uint32_t base = stage_x(i % STAGES);
+        const uint64_t desc = uint64_t((base & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+                              (uint64_t(1) << 62);
+        wgmma_fence();
+#pragma unroll
+        for (int st = 0; st < kSteps; ++st)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) wgmma_tok_ws<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
+        wgmma_commit();
+    };
+    auto release = [&](int i) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar + 8 * (i % STAGES));
+    };
+    // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1 is
+    // converted into the fragments group i - 1 used, while group i runs.
+    uint32_t af0[MT][kSteps][4], af1[MT][kSteps][4];
+    auto step = [&](int i, const Frags& cur, Frags& next) {
+        issue(i, cur);
+        wgmma_wait<1>();
+        if (i > 0) release(i - 1);
+        if (i + 1 < n_k) convert(i + 1, next);
+    };
+    if (n_k > 0) convert(0, af0);
+    int i = 0;
+    for (; i + 1 < n_k; i += 2) {
+        step(i, af0, af1);
+        step(i + 1, af1, af0);
+    }
+    if (i < n_k) step(i, af0, af1);
+    wgmma_wait<0>();
+
+    // Epilogue: both consumer warpgroups are past their last read of every stage before the staging tile
+    // overwrites them. acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token
+    // 8j + 2 (t % 4) + (e & 1).
+    consumers_sync();
+    float* epi = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < TOK / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] = acc[mt][4 * j + e];
+    consumers_sync();
+    if (args.partials == nullptr)
+        store_rows<8, TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
+    else
+        store_rows<4, TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args,
+                                              args.partials + (size_t)blockIdx.z * args.m * args.n);
+#else
+    __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
+#endif
+}
+
+}  // namespace gemm
+}  // namespace trt_woq
