@@ -86,6 +86,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="only M = 64, 256, 1024, 4096")
     ap.add_argument("--one", help="M,K,N,candidate: time one kernel (for ncu)")
     ap.add_argument("--bits", type=int, default=4)
+    ap.add_argument("--ms", help="comma-separated M values (default: all, or --quick's)")
+    ap.add_argument("--shapes", help="comma-separated KxN shapes (default: the three LLM shapes)")
     ap.add_argument("--cands", help="comma-separated candidate ids to time (default: all; the dispatch's pick always)")
     args = ap.parse_args()
     g = Gemm()
@@ -97,7 +99,10 @@ def main() -> int:
     # Context: the device-to-device copy bandwidth in this run.
     print(f"d2d copy: {copy_bandwidth() / 1e3:.2f} TB/s (read + write)")
     ms = MS if not args.quick else [64, 256, 1024, 4096]
-    for k, n in SHAPES:
+    if args.ms:
+        ms = [int(m) for m in args.ms.split(",")]
+    shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    for k, n in shapes:
         bench_shape(g, k, n, ms, bits=args.bits,
                     cands=None if args.cands is None else [int(c) for c in args.cands.split(",")])
         torch.cuda.empty_cache()
