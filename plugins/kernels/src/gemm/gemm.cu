@@ -56,8 +56,6 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs},
     {"wgmma_ws_64x256x64_s8", 64, 256, 12, 8, Kernel::kWgmmaWs},
     {"wgmma_ws_64x128x64_s8", 64, 128, 12, 8, Kernel::kWgmmaWs},
-    {"wgmma_ws_64x256x64_s8_k2", 64, 256, 12, 8, Kernel::kWgmmaWs},
-    {"wgmma_ws_64x256x64_s8_k4", 64, 256, 12, 8, Kernel::kWgmmaWs},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -222,7 +220,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int KSUB, int BITS, typename T>
+template <int TOK, int MT, int STAGES, int BITS, typename T>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w;
@@ -231,7 +229,7 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t str
     if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK) ||
         !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
         return cuda_fail(cudaErrorInvalidValue);
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, KSUB, BITS, T>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, kCH), split), kWsThreads, smem,
@@ -251,13 +249,11 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 7: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
         case 8: return launch_wgmma<64, 6, BITS, T, 4>(args, split, stream);
         case 9: return launch_wgmma<128, 4, BITS, T, 4>(args, split, stream);
-        case 10: return launch_wgmma_ws<256, 1, 5, 1, BITS, T>(args, split, stream);
-        case 11: return launch_wgmma_ws<128, 1, 8, 1, BITS, T>(args, split, stream);
-        case 12: return launch_wgmma_ws<128, 2, 6, 1, BITS, T>(args, split, stream);
-        case 13: return launch_wgmma_ws<64, 2, 8, 1, BITS, T>(args, split, stream);
-        case 14: return launch_wgmma_ws<64, 1, 8, 1, BITS, T>(args, split, stream);
-        case 15: return launch_wgmma_ws<64, 2, 8, 2, BITS, T>(args, split, stream);
-        case 16: return launch_wgmma_ws<64, 2, 8, 4, BITS, T>(args, split, stream);
+        case 10: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, split, stream);
+        case 11: return launch_wgmma_ws<128, 1, 8, BITS, T>(args, split, stream);
+        case 12: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, split, stream);
+        case 13: return launch_wgmma_ws<64, 2, 8, BITS, T>(args, split, stream);
+        case 14: return launch_wgmma_ws<64, 1, 8, BITS, T>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }

@@ -60,8 +60,6 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(24, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(25, "gemm_wgmma_ws_128x256x64_s6_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(26, "gemm_wgmma_ws_64x256x64_s8"), TRT_WOQ_GEMM_CANDIDATE(27, "gemm_wgmma_ws_64x256x64_s8_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(28, "gemm_wgmma_ws_64x128x64_s8"), TRT_WOQ_GEMM_CANDIDATE(29, "gemm_wgmma_ws_64x128x64_s8_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(30, "gemm_wgmma_ws_64x256x64_s8_k2"), TRT_WOQ_GEMM_CANDIDATE(31, "gemm_wgmma_ws_64x256x64_s8_k2_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(32, "gemm_wgmma_ws_64x256x64_s8_k4"), TRT_WOQ_GEMM_CANDIDATE(33, "gemm_wgmma_ws_64x256x64_s8_k4_splitk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 

@@ -182,10 +182,8 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
     }
 }
 
-// TOK tokens x CH = 2 x MT x 64 channels per CTA; STAGES pipeline stages (K tiles of 64), filled and released in
-// groups of KSUB consecutive tiles under one barrier pair: the producer then issues the weight boxes of KSUB tiles
-// back to back, so each packed line is requested KSUB x 128 contiguous bytes at a time.
-template <int TOK, int MT, int STAGES, int KSUB, int BITS, typename T>
+// TOK tokens x CH = 2 x MT x 64 channels per CTA; STAGES pipeline stages.
+template <int TOK, int MT, int STAGES, int BITS, typename T>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm_wgmma_ws_kernel(const GemmArgs args, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w) {
@@ -197,8 +195,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     using O = Ops<T>;
     using T2 = typename O::T2;
     constexpr int kI = BITS == 8 ? 2 : 4;
-    constexpr int kGroups = STAGES / KSUB;  // barrier pairs
-    static_assert(STAGES % KSUB == 0 && kGroups >= 2, "whole groups, at least two");
 
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -221,7 +217,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const bool has_zeros = args.zeros != nullptr;
 
     if (tid == 0) {
-        for (int s = 0; s < kGroups; ++s) {
+        for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
             mbar_init(empty_bar + 8 * s, kWsConsumers * 4);      // one arrival per consumer warp
         }
@@ -235,32 +231,26 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         if (warp != 0) return;
         const T* __restrict__ S = static_cast<const T*>(args.scales);
         const T* __restrict__ Z = static_cast<const T*>(args.zeros);
-        for (int first = 0; first < n_k; first += KSUB) {
-            const int grp = first / KSUB, b = grp % kGroups, count = min(KSUB, n_k - first);
-            const uint32_t full = full_bar + 8 * b;
-            if (grp >= kGroups) mbar_wait(empty_bar + 8 * b, ((grp / kGroups) - 1) & 1);
+        for (int i = 0; i < n_k; ++i) {
+            const int s = i % STAGES, kt = kt_begin + i;
+            if (i >= STAGES) mbar_wait(empty_bar + 8 * s, ((i / STAGES) - 1) & 1);
             if (lane == 0) {
-                mbar_arrive_expect_tx(full, count * (L.x_bytes + L.w_bytes));
-                for (int t = 0; t < count; ++t)
-                    tma_load_2d(stage_x((first + t) % STAGES) + L.x_bytes, &tmap_w, (kt_begin + first + t) * (kBK / 2),
-                                n0 / kI, full);
-                for (int t = 0; t < count; ++t)
-                    tma_load_2d(stage_x((first + t) % STAGES), &tmap_x, (kt_begin + first + t) * kBK, m0, full);
+                mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
+                tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
+                tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
             }
-            // Scale (zero) rows of the groups each tile touches: one when group >= 64, two when group == 32.
-            for (int t = 0; t < count; ++t) {
-                const int s = (first + t) % STAGES, k0 = (kt_begin + first + t) * kBK;
-                const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
-                for (int j = lane; j < kCH; j += 32) {
-                    const int r = j / (kCH / 2), p = j % (kCH / 2);
-                    const int g = g_first + r, n = n0 + 2 * p;
-                    const bool ok = g <= g_last && n < args.n;
-                    const size_t off = ok ? (size_t)g * args.n + n : 0;
-                    cp_async4(stage_s(s) + r * kCH + 2 * p, S + off, ok);
-                    if (has_zeros) cp_async4(stage_z(s) + r * kCH + 2 * p, Z + off, ok);
-                }
+            // Scale (zero) rows of the groups this tile touches: one when group >= 64, two when group == 32.
+            const int k0 = kt * kBK;
+            const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
+            for (int j = lane; j < kCH; j += 32) {
+                const int r = j / (kCH / 2), p = j % (kCH / 2);
+                const int g = g_first + r, n = n0 + 2 * p;
+                const bool ok = g <= g_last && n < args.n;
+                const size_t off = ok ? (size_t)g * args.n + n : 0;
+                cp_async4(stage_s(s) + r * kCH + 2 * p, S + off, ok);
+                if (has_zeros) cp_async4(stage_z(s) + r * kCH + 2 * p, Z + off, ok);
             }
-            mbar_arrive_cp_async(full);
+            mbar_arrive_cp_async(full_bar + 8 * s);
         }
         return;
     }
@@ -291,8 +281,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     using Frags = uint32_t[MT][kSteps][4];
     // Waits for tile i and converts its weights into the A fragments of its 4 k16 steps.
     auto convert = [&](int i, Frags& af) {
-        const int s = i % STAGES, grp = i / KSUB;
-        mbar_wait(full_bar + 8 * (grp % kGroups), (grp / kGroups) & 1);
+        const int s = i % STAGES;
+        mbar_wait(full_bar + 8 * s, (i / STAGES) & 1);
         const uint32_t* sw = stage_w(s);
         const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
         const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
@@ -343,9 +333,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         wgmma_commit();
     };
     auto release = [&](int i) {
-        if (i % KSUB != KSUB - 1) return;  // the group's last tile frees the group
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar + 8 * ((i / KSUB) % kGroups));
+        if (lane == 0) mbar_arrive(empty_bar + 8 * (i % STAGES));
     };
     // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1 is
     // converted into the fragments group i - 1 used, while group i runs.
