@@ -56,6 +56,7 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs},
     {"wgmma_ws_64x256x64_s8", 64, 256, 12, 8, Kernel::kWgmmaWs},
     {"wgmma_ws_64x128x64_s8", 64, 128, 12, 8, Kernel::kWgmmaWs},
+    {"wgmma_ws_64x128x64_s6_o2", 64, 128, 12, 6, Kernel::kWgmmaWs},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -65,6 +66,8 @@ constexpr int kMaxSplit = 16;
 // size a function of the problem alone, as the C ABI requires.
 constexpr int kTargetCtas = 264;
 constexpr int kMinKTilesPerSplit = 4;
+// The warp-specialized kernels split K across a thread-block cluster (at most 8 CTAs portably), one CTA per SM.
+constexpr int kMaxClusterSplit = 8;
 
 thread_local char g_last_cuda_error[64] = "";
 thread_local cudaError_t g_last_cuda_code = cudaSuccess;
@@ -103,8 +106,11 @@ Plan make_plan(int id, const trt_woq_linear_params& p) {
     Plan plan{id / 2, 1, k_tiles};
     if (id % 2 == 1) {
         const int64_t tiles = int64_t(ceil_div(p.m, t.bm)) * ceil_div(p.n, t.bn);
+        const bool cluster = t.kernel == Kernel::kWgmmaWs;
+        const int max_split = cluster ? kMaxClusterSplit : kMaxSplit;
+        const int64_t target = cluster ? kTargetCtas / 2 : kTargetCtas;
         int split = 1;
-        while (split < kMaxSplit && tiles * split * 2 <= kTargetCtas && k_tiles / (split * 2) >= kMinKTilesPerSplit)
+        while (split < max_split && tiles * split * 2 <= target && k_tiles / (split * 2) >= kMinKTilesPerSplit)
             split *= 2;
         plan.k_tiles_per_split = ceil_div(k_tiles, split);
         plan.split = ceil_div(k_tiles, plan.k_tiles_per_split);
@@ -149,15 +155,17 @@ namespace {
 
 size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
-    if (plan.split < 2) return 0;
+    if (plan.split < 2 || kTiles[plan.tile].kernel == Kernel::kWgmmaWs) return 0;  // no partials in memory
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
 // Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit once per device first
 // (`done_mask`: the caller's static, one per kernel instantiation, bit i = device i done).
+// `cluster_z` > 1: thread-block clusters of (1, 1, cluster_z).
 template <typename... Params>
 trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
-                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, const Params&... params) {
+                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster_z,
+                             const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e);
@@ -167,8 +175,20 @@ trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, 
         if (e != cudaSuccess) return cuda_fail(e);
         done_mask.fetch_or(bit);
     }
-    kernel<<<grid, threads, smem, stream>>>(params...);
-    e = cudaGetLastError();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = cluster_z;
+    config.attrs = &cluster;
+    config.numAttrs = cluster_z > 1 ? 1 : 0;
+    e = cudaLaunchKernelEx(&config, kernel, params...);
+    if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
     return TRT_WOQ_OK;
 }
@@ -180,7 +200,7 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
-                         stream, args);
+                         stream, 1, args);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
@@ -189,7 +209,7 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
-                         done_mask, stream, args);
+                         done_mask, stream, 1, args);
 }
 
 // The driver's tensor-map encoder, reached through the runtime (the library does not link libcuda).
@@ -220,7 +240,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w;
@@ -229,11 +249,11 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t str
     if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK) ||
         !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
         return cuda_fail(cudaErrorInvalidValue);
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, MIN_CTAS>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, kCH), split), kWsThreads, smem,
-                         done_mask, stream, args, tmap_x, tmap_w);
+                         done_mask, stream, split, args, tmap_x, tmap_w);
 }
 
 template <int BITS, typename T>
@@ -254,6 +274,7 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 12: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, split, stream);
         case 13: return launch_wgmma_ws<64, 2, 8, BITS, T>(args, split, stream);
         case 14: return launch_wgmma_ws<64, 1, 8, BITS, T>(args, split, stream);
+        case 15: return launch_wgmma_ws<64, 1, 6, BITS, T, 2>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -288,7 +309,7 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // Hopper: the wgmma kernels. H100 sweep (docs/performance.md): 64 tokens x 128 channels for M <= 64 (bound
         // by the weight stream), the 2-CTA/SM 128 x 128 tile above (5-13% faster than the 5-stage 1-CTA/SM one at
         // M >= 256); the split-K variant whenever the tiles alone give under ~two waves.
-        const int tile = m <= 64 ? 5 : 6;
+        const int tile = m <= 64 ? 5 : (m <= 128 ? 12 : 10);
         if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
         if (supports(2 * tile, params, sm) == TRT_WOQ_OK) return 2 * tile;
     }
@@ -320,7 +341,8 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     args.zeros = p->zeros;
     args.bias = p->bias;
     args.c = p->output;
-    args.partials = plan.split > 1 ? static_cast<float*>(p->workspace) : nullptr;
+    const bool partials = plan.split > 1 && kTiles[plan.tile].kernel != Kernel::kWgmmaWs;
+    args.partials = partials ? static_cast<float*>(p->workspace) : nullptr;
     args.m = static_cast<int>(p->m);
     args.n = static_cast<int>(p->n);
     args.k = static_cast<int>(p->k);
@@ -339,7 +361,7 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     else
         r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan.tile, args, plan.split, s)
                  : launch_bits_type<8, half>(plan.tile, args, plan.split, s);
-    if (r != TRT_WOQ_OK || plan.split < 2) return r;
+    if (r != TRT_WOQ_OK || !partials) return r;
     return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
 }
 

@@ -60,6 +60,7 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(24, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(25, "gemm_wgmma_ws_128x256x64_s6_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(26, "gemm_wgmma_ws_64x256x64_s8"), TRT_WOQ_GEMM_CANDIDATE(27, "gemm_wgmma_ws_64x256x64_s8_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(28, "gemm_wgmma_ws_64x128x64_s8"), TRT_WOQ_GEMM_CANDIDATE(29, "gemm_wgmma_ws_64x128x64_s8_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(30, "gemm_wgmma_ws_64x128x64_s6_o2"), TRT_WOQ_GEMM_CANDIDATE(31, "gemm_wgmma_ws_64x128x64_s6_o2_splitk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 
