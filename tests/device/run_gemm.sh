@@ -50,13 +50,13 @@ if has sass; then  # instruction mix per kernel: HMMA (mma.sync) or HGMMA (wgmma
        END{for (k in n) printf "%6d instr %5d HMMA %5d HGMMA %5d LDSM  %s\n", n[k], h[k], g[k], l[k], k}' "$OUT/sass.txt" | sort -k9
 fi
 if has ncu; then
-  # The compute-bound case of the largest shape through the 128x128 tile (candidate 0), and the M=64 case.
-  ncu --clock-control none --kernel-name regex:gemm_.*mma_kernel --launch-count 1 --section SpeedOfLight \
+  # The compute-bound case of the largest shape through the warp-specialized 256x128 tile, and the M=64 case.
+  ncu --clock-control none --kernel-name regex:gemm_.*mma(_ws)?_kernel --launch-count 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
-    python3 tests/device/bench_gemm.py --one 4096,8192,57344,${NCU_BIG_CAND:-8} > "$OUT/ncu_m4096.log" 2>&1 || status=1
-  ncu --clock-control none --kernel-name regex:gemm_.*mma_kernel --launch-count 1 --section SpeedOfLight \
+    python3 tests/device/bench_gemm.py --one 4096,8192,57344,${NCU_BIG_CAND:-14} > "$OUT/ncu_m4096.log" 2>&1 || status=1
+  ncu --clock-control none --kernel-name regex:gemm_.*mma(_ws)?_kernel --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section MemoryWorkloadAnalysis \
-    python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-10} > "$OUT/ncu_m64.log" 2>&1 || status=1
+    python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-8} > "$OUT/ncu_m64.log" 2>&1 || status=1
   grep -E "Throughput|Pipe|Stall|Issued|Duration|Memory \[%\]|Registers|Achieved Occ|Theoretical Occ" "$OUT"/ncu_m*.log | head -60
 fi
 echo "total: $(( $(date +%s) - t0 ))s, status $status"

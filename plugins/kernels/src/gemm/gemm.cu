@@ -26,13 +26,14 @@ namespace {
 //     idle. One warp row, so every B fragment is converted once per CTA (a 2x2 layout converts each twice).
 //   3 32x128, 4 warps (1x4, warp tile 32x32), 6 stages: M of 17..64, bound by the weight stream, so deeper
 //     prefetch and more CTAs per SM rather than a larger tile.
-//   4, 5 (SM90 only) wgmma, 128 channels x 128 / 64 tokens, 2 warpgroups, the weights as wgmma's register operand
-//     (gemm_wgmma.cuh); 5 and 6 stages (3 and 4 tiles in flight).
-//   6 (SM90) as 4 with 4 stages and registers capped for 2 CTAs per SM.
-//   7 (SM90) one warpgroup, 64 channels x 64 tokens: twice the CTAs of 5, for small M where 128-channel tiles give
+//   4 (SM90 only) wgmma, 128 channels x 64 tokens, 2 warpgroups, the weights as wgmma's register operand
+//     (gemm_wgmma.cuh), 6 stages: M <= 64 (bound by the weight stream).
+//   5 (SM90) 128 channels x 128 tokens, 4 stages, registers capped for 2 CTAs per SM: with split-K, the M > 64
+//     problems whose warp-specialized tiles would leave most SMs idle.
+//   6 (SM90) one warpgroup, 64 channels x 64 tokens: twice the CTAs of 4, for small M where 128-channel tiles give
 //     fewer than two waves.
-//   8, 9 (SM90) four warpgroups, 256 channels x 64 / 128 tokens (512 threads, 128 registers): half the activation
-//     traffic from L2 per weight byte of 5 / 6.
+//   7, 8 (SM90) warp-specialized (gemm_wgmma_ws.cuh: TMA producer warp, 2 consumer warpgroups, 1 CTA per SM):
+//     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128).
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -45,18 +46,11 @@ constexpr TileConfig kTiles[] = {
     {"mma_128x128x64_s3_o2", 128, 128, 8, 3, Kernel::kMma},
     {"mma_64x128x64_s4", 64, 128, 4, 4, Kernel::kMma},
     {"mma_32x128x64_s6", 32, 128, 4, 6, Kernel::kMma},
-    {"wgmma_128x128x64_s5", 128, 128, 8, 5, Kernel::kWgmma},
     {"wgmma_64x128x64_s6", 64, 128, 8, 6, Kernel::kWgmma},
     {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, Kernel::kWgmma},
     {"wgmma_64x64x64_s6", 64, 64, 4, 6, Kernel::kWgmma},
-    {"wgmma_64x256x64_s6", 64, 256, 16, 6, Kernel::kWgmma},
-    {"wgmma_128x256x64_s4", 128, 256, 16, 4, Kernel::kWgmma},
     {"wgmma_ws_256x128x64_s5", 256, 128, 12, 5, Kernel::kWgmmaWs},
-    {"wgmma_ws_128x128x64_s8", 128, 128, 12, 8, Kernel::kWgmmaWs},
     {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs},
-    {"wgmma_ws_64x256x64_s8", 64, 256, 12, 8, Kernel::kWgmmaWs},
-    {"wgmma_ws_64x128x64_s8", 64, 128, 12, 8, Kernel::kWgmmaWs},
-    {"wgmma_ws_64x128x64_s6_o2", 64, 128, 12, 6, Kernel::kWgmmaWs},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
@@ -64,10 +58,9 @@ constexpr int kNumCandidates = 2 * kNumTiles;
 constexpr int kMaxSplit = 16;
 // Split-K aims for about two waves of CTAs on a large GPU (132 SMs on H100); a fixed figure keeps the workspace
 // size a function of the problem alone, as the C ABI requires.
-constexpr int kTargetCtas = 264;
+constexpr int kSms = 132;
+constexpr int kTargetCtas = 2 * kSms;
 constexpr int kMinKTilesPerSplit = 4;
-// The warp-specialized kernels split K across a thread-block cluster (at most 8 CTAs portably), one CTA per SM.
-constexpr int kMaxClusterSplit = 8;
 
 thread_local char g_last_cuda_error[64] = "";
 thread_local cudaError_t g_last_cuda_code = cudaSuccess;
@@ -106,11 +99,8 @@ Plan make_plan(int id, const trt_woq_linear_params& p) {
     Plan plan{id / 2, 1, k_tiles};
     if (id % 2 == 1) {
         const int64_t tiles = int64_t(ceil_div(p.m, t.bm)) * ceil_div(p.n, t.bn);
-        const bool cluster = t.kernel == Kernel::kWgmmaWs;
-        const int max_split = cluster ? kMaxClusterSplit : kMaxSplit;
-        const int64_t target = cluster ? kTargetCtas / 2 : kTargetCtas;
         int split = 1;
-        while (split < max_split && tiles * split * 2 <= target && k_tiles / (split * 2) >= kMinKTilesPerSplit)
+        while (split < kMaxSplit && tiles * split * 2 <= kTargetCtas && k_tiles / (split * 2) >= kMinKTilesPerSplit)
             split *= 2;
         plan.k_tiles_per_split = ceil_div(k_tiles, split);
         plan.split = ceil_div(k_tiles, plan.k_tiles_per_split);
@@ -155,17 +145,15 @@ namespace {
 
 size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
-    if (plan.split < 2 || kTiles[plan.tile].kernel == Kernel::kWgmmaWs) return 0;  // no partials in memory
+    if (plan.split < 2) return 0;
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
 // Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit once per device first
 // (`done_mask`: the caller's static, one per kernel instantiation, bit i = device i done).
-// `cluster_z` > 1: thread-block clusters of (1, 1, cluster_z).
 template <typename... Params>
 trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
-                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster_z,
-                             const Params&... params) {
+                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e);
@@ -175,20 +163,8 @@ trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, 
         if (e != cudaSuccess) return cuda_fail(e);
         done_mask.fetch_or(bit);
     }
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = cluster_z;
-    config.attrs = &cluster;
-    config.numAttrs = cluster_z > 1 ? 1 : 0;
-    e = cudaLaunchKernelEx(&config, kernel, params...);
-    if (e == cudaSuccess) e = cudaGetLastError();
+    kernel<<<grid, threads, smem, stream>>>(params...);
+    e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
     return TRT_WOQ_OK;
 }
@@ -200,7 +176,7 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
-                         stream, 1, args);
+                         stream, args);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
@@ -209,7 +185,7 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
-                         done_mask, stream, 1, args);
+                         done_mask, stream, args);
 }
 
 // The driver's tensor-map encoder, reached through the runtime (the library does not link libcuda).
@@ -240,7 +216,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
+template <int TOK, int MT, int STAGES, int BITS, typename T>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w;
@@ -249,11 +225,11 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t str
     if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK) ||
         !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
         return cuda_fail(cudaErrorInvalidValue);
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, MIN_CTAS>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, kCH), split), kWsThreads, smem,
-                         done_mask, stream, split, args, tmap_x, tmap_w);
+                         done_mask, stream, args, tmap_x, tmap_w);
 }
 
 template <int BITS, typename T>
@@ -263,18 +239,11 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 1: return launch_tile<128, 128, 2, 4, 3, BITS, T, 2>(args, split, stream);
         case 2: return launch_tile<64, 128, 1, 4, 4, BITS, T>(args, split, stream);
         case 3: return launch_tile<32, 128, 1, 4, 6, BITS, T>(args, split, stream);
-        case 4: return launch_wgmma<128, 5, BITS, T>(args, split, stream);
-        case 5: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
-        case 6: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
-        case 7: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
-        case 8: return launch_wgmma<64, 6, BITS, T, 4>(args, split, stream);
-        case 9: return launch_wgmma<128, 4, BITS, T, 4>(args, split, stream);
-        case 10: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, split, stream);
-        case 11: return launch_wgmma_ws<128, 1, 8, BITS, T>(args, split, stream);
-        case 12: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, split, stream);
-        case 13: return launch_wgmma_ws<64, 2, 8, BITS, T>(args, split, stream);
-        case 14: return launch_wgmma_ws<64, 1, 8, BITS, T>(args, split, stream);
-        case 15: return launch_wgmma_ws<64, 1, 6, BITS, T, 2>(args, split, stream);
+        case 4: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
+        case 5: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
+        case 6: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
+        case 7: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, split, stream);
+        case 8: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, split, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -306,10 +275,17 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
     if (sm == 90) {
-        // Hopper: the wgmma kernels. H100 sweep (docs/performance.md): 64 tokens x 128 channels for M <= 64 (bound
-        // by the weight stream), the 2-CTA/SM 128 x 128 tile above (5-13% faster than the 5-stage 1-CTA/SM one at
-        // M >= 256); the split-K variant whenever the tiles alone give under ~two waves.
-        const int tile = m <= 64 ? 5 : (m <= 128 ? 12 : 10);
+        // Hopper (H100 sweep, docs/performance.md): M <= 64 is bound by the weight stream: 64 tokens x 128 channels,
+        // split-K when the tiles alone give under ~two waves. Above, the warp-specialized kernels (128 x 256 for
+        // M <= 128, 256 x 128 beyond: 25-35 % faster than the 128 x 128 tile) when their tiles cover at least half
+        // the SMs (one CTA per SM); otherwise the 2-CTA/SM 128 x 128 tile with split-K, which measured as fast or
+        // faster there (14336 x 4096: 36.3 vs 46.4 us at M = 128, 60.8 vs 62.4 us at M = 256).
+        if (m > 64) {
+            const int ws = m <= 128 ? 8 : 7;
+            const int64_t ws_tiles = int64_t(ceil_div(m, kTiles[ws].bm)) * ceil_div(params->n, kTiles[ws].bn);
+            if (ws_tiles >= kSms / 2 && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
+        }
+        const int tile = m <= 64 ? 4 : 5;
         if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
         if (supports(2 * tile, params, sm) == TRT_WOQ_OK) return 2 * tile;
     }
@@ -318,7 +294,7 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     if (tile == 2 && m > 128) {
         // Prefer 128-row tiles when they still give at least a wave of CTAs.
         const int64_t tiles128 = int64_t(ceil_div(m, 128)) * ceil_div(params->n, 128);
-        if (tiles128 >= 132) tile = supports(0, params, sm) == TRT_WOQ_OK ? 0 : 1;
+        if (tiles128 >= kSms) tile = supports(0, params, sm) == TRT_WOQ_OK ? 0 : 1;
     }
     const int split_id = 2 * tile + 1;
     if (supports(split_id, params, sm) == TRT_WOQ_OK) return split_id;
@@ -341,8 +317,7 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     args.zeros = p->zeros;
     args.bias = p->bias;
     args.c = p->output;
-    const bool partials = plan.split > 1 && kTiles[plan.tile].kernel != Kernel::kWgmmaWs;
-    args.partials = partials ? static_cast<float*>(p->workspace) : nullptr;
+    args.partials = plan.split > 1 ? static_cast<float*>(p->workspace) : nullptr;
     args.m = static_cast<int>(p->m);
     args.n = static_cast<int>(p->n);
     args.k = static_cast<int>(p->k);
@@ -361,7 +336,7 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     else
         r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan.tile, args, plan.split, s)
                  : launch_bits_type<8, half>(plan.tile, args, plan.split, s);
-    if (r != TRT_WOQ_OK || !partials) return r;
+    if (r != TRT_WOQ_OK || plan.split < 2) return r;
     return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
 }
 

@@ -49,18 +49,11 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(2, "gemm_mma_128x128x64_s3_o2"), TRT_WOQ_GEMM_CANDIDATE(3, "gemm_mma_128x128x64_s3_o2_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(4, "gemm_mma_64x128x64_s4"),     TRT_WOQ_GEMM_CANDIDATE(5, "gemm_mma_64x128x64_s4_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(6, "gemm_mma_32x128x64_s6"),     TRT_WOQ_GEMM_CANDIDATE(7, "gemm_mma_32x128x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(8, "gemm_wgmma_128x128x64_s5"),  TRT_WOQ_GEMM_CANDIDATE(9, "gemm_wgmma_128x128x64_s5_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_64x128x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_64x128x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(12, "gemm_wgmma_128x128x64_s4_o2"), TRT_WOQ_GEMM_CANDIDATE(13, "gemm_wgmma_128x128x64_s4_o2_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_64x64x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_64x64x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_64x256x64_s6"),  TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_64x256x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(18, "gemm_wgmma_128x256x64_s4"), TRT_WOQ_GEMM_CANDIDATE(19, "gemm_wgmma_128x256x64_s4_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(20, "gemm_wgmma_ws_256x128x64_s5"), TRT_WOQ_GEMM_CANDIDATE(21, "gemm_wgmma_ws_256x128x64_s5_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(22, "gemm_wgmma_ws_128x128x64_s8"), TRT_WOQ_GEMM_CANDIDATE(23, "gemm_wgmma_ws_128x128x64_s8_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(24, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(25, "gemm_wgmma_ws_128x256x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(26, "gemm_wgmma_ws_64x256x64_s8"), TRT_WOQ_GEMM_CANDIDATE(27, "gemm_wgmma_ws_64x256x64_s8_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(28, "gemm_wgmma_ws_64x128x64_s8"), TRT_WOQ_GEMM_CANDIDATE(29, "gemm_wgmma_ws_64x128x64_s8_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(30, "gemm_wgmma_ws_64x128x64_s6_o2"), TRT_WOQ_GEMM_CANDIDATE(31, "gemm_wgmma_ws_64x128x64_s6_o2_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(8, "gemm_wgmma_64x128x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(9, "gemm_wgmma_64x128x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_128x128x64_s4_o2"), TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_128x128x64_s4_o2_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(12, "gemm_wgmma_64x64x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(13, "gemm_wgmma_64x64x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_ws_256x128x64_s5"), TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_ws_256x128x64_s5_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_ws_128x256x64_s6_splitk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 

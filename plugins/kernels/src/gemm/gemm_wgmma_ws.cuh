@@ -9,17 +9,16 @@
 //     row r at c ^ (r % 8)): for the activations that is the K-major layout wgmma's shared-memory descriptor reads;
 //     for the packed lines it spreads the 8 channels a warp reads per k16 step over 32 banks (INT4: 2 lines x 4
 //     channels, INT8: 4 lines x 2). Rows beyond M and lines beyond N / I are zero-filled by TMA. The lanes of the
-//     same warp copy the scale / zero rows with 4-byte cp.async (their rows need only 4-byte alignment) and signal
-//     them to the same "full" mbarrier (cp.async.mbarrier.arrive.noinc). Layout v1 in global memory is unchanged.
+//     same warp copy the scale / zero rows with 4-byte cp.async (their rows need only 4-byte alignment) and arrive
+//     on the same "full" mbarrier once those copies are complete (one tile later, so the warp never waits for its
+//     newest copies). Layout v1 in global memory is unchanged.
 //   * consumer warpgroup c owns CH / 2 channels (one or two m64 row blocks): it converts tile i + 1 into the second
 //     fragment buffer while the wgmma group of tile i runs, and releases a stage to the producer ("empty" mbarrier,
 //     one arrival per warp) once the wgmma group that read it has completed. setmaxnreg moves registers from the
 //     producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
 //   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
-//     rows are written with 16-byte stores along N, the bias added on the way.
-//   * split-K without a workspace: the split CTAs of one output tile are one thread-block cluster (1, 1, split);
-//     after staging, each sums a slice of the tile's rows over the cluster's tiles through distributed shared
-//     memory (in rank order: deterministic) and writes it. No FP32 partials in global memory, no second kernel.
+//     rows (or the FP32 split-K partials, summed by gemm_splitk_reduce as for the other kernels) are written with
+//     16-byte stores along N.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is reached through the runtime, libcuda is not linked)
@@ -31,14 +30,8 @@ namespace gemm {
 
 constexpr int kWsConsumers = 2;                      // consumer warpgroups
 constexpr int kWsThreads = (kWsConsumers + 1) * 128;  // + the producer warpgroup (one warp of it works)
-// Registers per thread after setmaxnreg, for MIN_CTAS CTAs per SM: the launch gets 64K / MIN_CTAS / 384 (a multiple
-// of 8); the producer warpgroup keeps the minimum (24, or 40 when there is room) and the consumers share the rest.
-template <int MIN_CTAS>
-struct WsRegs {
-    static constexpr int kLaunch = 65536 / MIN_CTAS / kWsThreads / 8 * 8;
-    static constexpr int kProducer = MIN_CTAS == 1 ? 40 : 24;
-    static constexpr int kConsumer = (kLaunch * kWsThreads - 128 * kProducer) / (128 * kWsConsumers) / 8 * 8;
-};
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;  // after setmaxnreg: 128 * 40 + 256 * 232 <= 64K
+static_assert(128 * kWsProducerRegs + 128 * kWsConsumers * kWsConsumerRegs <= 65536, "register file");
 
 // Shared-memory geometry: STAGES x {activation tile, packed lines, scales, zeros}, each stage 1024-byte aligned (the
 // 128-byte swizzle atom); the epilogue's FP32 staging tile [TOK][CH + 4] (padded against bank conflicts) reuses the
@@ -93,10 +86,6 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-// Arrives on `bar` once this thread's earlier cp.async copies have landed (counts as one of the expected arrivals).
-__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     uint32_t done = 0;
     do {
@@ -128,78 +117,72 @@ __device__ __forceinline__ void consumers_sync() {
 }
 #endif
 
-#ifdef TRT_WOQ_WGMMA
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
-// 16 bytes of CTA `rank`'s shared memory at this CTA's shared address `addr` (distributed shared memory).
-__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr, uint32_t rank) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(remote)
-                 : "memory");
-    return v;
-}
-
-// Writes rows [row_begin, row_end) of the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to Y, adding
-// the bias; `ranks` > 1: the tile is the sum, in rank order (deterministic), of the tiles staged by the `ranks` CTAs
-// of this cluster (the split-K slices of one output tile). 8 channels per thread: one 16-byte store when N and the
-// pointer allow it, else 2-channel stores (N is even).
-template <int CH, int PITCH, typename T>
-__device__ __forceinline__ void store_rows(const float* epi, int row_begin, int row_end, int ranks, int ctid, int m0,
-                                           int n0, const GemmArgs& args) {
-    constexpr int V = 8, kChunks = CH / V, kRowStep = kWsConsumers * 128 / kChunks;
+// Writes the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to rows m0 .. of `out`: Y in T with the
+// bias added, or FP32 split-K partials. V contiguous channels per thread: one 16-byte store when N and the pointer
+// allow it, else 2-channel stores (N is even).
+template <int V, int TOK, int CH, int PITCH, typename OutT>
+__device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, int n0, const GemmArgs& args,
+                                           OutT* out) {
+    constexpr bool kFloat = std::is_same<OutT, float>::value;
+    static_assert(V == (kFloat ? 4 : 8), "one 16-byte store per chunk");
+    constexpr int kChunks = CH / V, kRowStep = kWsConsumers * 128 / kChunks;
     static_assert(kWsConsumers * 128 % kChunks == 0, "each thread keeps one chunk column");
     const int c = ctid % kChunks, n = n0 + c * V;
     if (n >= args.n) return;
-    T* const out = static_cast<T*>(args.c);
     const bool whole = n + V <= args.n && args.n % V == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
     float bias[V];
-    const T* b = static_cast<const T*>(args.bias);
 #pragma unroll
-    for (int v = 0; v < V; ++v) bias[v] = b != nullptr && n + v < args.n ? float(b[n + v]) : 0.f;
-    for (int r = row_begin + ctid / kChunks; r < row_end && m0 + r < args.m; r += kRowStep) {
+    for (int v = 0; v < V; ++v) bias[v] = 0.f;
+    if constexpr (!kFloat) {
+        const OutT* b = static_cast<const OutT*>(args.bias);
+        if (b != nullptr)
+#pragma unroll
+            for (int v = 0; v < V; ++v)
+                if (n + v < args.n) bias[v] = float(b[n + v]);
+    }
+    for (int r = ctid / kChunks; r < TOK && m0 + r < args.m; r += kRowStep) {
         float x[V];
 #pragma unroll
-        for (int v = 0; v < V; ++v) x[v] = bias[v];
-        for (int q = 0; q < ranks; ++q) {
+        for (int q = 0; q < V / 4; ++q) {
+            const float4 f = *reinterpret_cast<const float4*>(epi + r * PITCH + c * V + 4 * q);
+            x[4 * q] = f.x + bias[4 * q];
+            x[4 * q + 1] = f.y + bias[4 * q + 1];
+            x[4 * q + 2] = f.z + bias[4 * q + 2];
+            x[4 * q + 3] = f.w + bias[4 * q + 3];
+        }
+        OutT* dst = out + (size_t)(m0 + r) * args.n + n;
+        if constexpr (kFloat) {
+            if (whole) {
+                *reinterpret_cast<float4*>(dst) = make_float4(x[0], x[1], x[2], x[3]);
+            } else {
 #pragma unroll
-            for (int h = 0; h < V / 4; ++h) {
-                const float* p = epi + r * PITCH + c * V + 4 * h;
-                const float4 f = ranks > 1 ? ld_cluster_f4(smem_addr(p), q) : *reinterpret_cast<const float4*>(p);
-                x[4 * h] += f.x;
-                x[4 * h + 1] += f.y;
-                x[4 * h + 2] += f.z;
-                x[4 * h + 3] += f.w;
+                for (int p = 0; p < V / 2; ++p)
+                    if (n + 2 * p < args.n) *reinterpret_cast<float2*>(dst + 2 * p) = make_float2(x[2 * p], x[2 * p + 1]);
             }
-        }
-        using T2 = typename Ops<T>::T2;
-        uint32_t words[V / 2];
-#pragma unroll
-        for (int p = 0; p < V / 2; ++p) {
-            T2 t;
-            t.x = T(x[2 * p]);
-            t.y = T(x[2 * p + 1]);
-            words[p] = *reinterpret_cast<uint32_t*>(&t);
-        }
-        T* dst = out + (size_t)(m0 + r) * args.n + n;
-        if (whole) {
-            *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
         } else {
+            using T2 = typename Ops<OutT>::T2;
+            uint32_t words[V / 2];
 #pragma unroll
-            for (int p = 0; p < V / 2; ++p)
-                if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
+            for (int p = 0; p < V / 2; ++p) {
+                T2 t;
+                t.x = OutT(x[2 * p]);
+                t.y = OutT(x[2 * p + 1]);
+                words[p] = *reinterpret_cast<uint32_t*>(&t);
+            }
+            if (whole) {
+                *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+            } else {
+#pragma unroll
+                for (int p = 0; p < V / 2; ++p)
+                    if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
+            }
         }
     }
 }
-#endif
 
 // TOK tokens x CH = 2 x MT x 64 channels per CTA; STAGES pipeline stages.
-template <int TOK, int MT, int STAGES, int BITS, typename T, int MIN_CTAS>
-__global__ void __launch_bounds__(kWsThreads, MIN_CTAS)
+template <int TOK, int MT, int STAGES, int BITS, typename T>
+__global__ void __launch_bounds__(kWsThreads, 1)
     gemm_wgmma_ws_kernel(const GemmArgs args, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w) {
 #ifdef TRT_WOQ_WGMMA
@@ -263,23 +246,29 @@ __global__ void __launch_bounds__(kWsThreads, MIN_CTAS)
                 cp_async4(stage_s(s) + r * kCH + 2 * p, S + off, ok);
                 if (has_zeros) cp_async4(stage_z(s) + r * kCH + 2 * p, Z + off, ok);
             }
-            mbar_arrive_cp_async(full_bar + 8 * s);
+            // This lane's copies of the previous tile have landed: arrive for them (release: visible to the
+            // consumers that acquire the barrier).
+            cp_async_commit();
+            if (i > 0) {
+                cp_async_wait<1>();
+                mbar_arrive(full_bar + 8 * ((i - 1) % STAGES));
+            }
+        }
+        if (n_k > 0) {
+            cp_async_wait<0>();
+            mbar_arrive(full_bar + 8 * ((n_k - 1) % STAGES));
         }
     };
 
     if (wg == 0) {
         // Producer warpgroup: warp 0 loads, the other three only give their registers back.
-        regs_dealloc<WsRegs<MIN_CTAS>::kProducer>();
+        regs_dealloc<kWsProducerRegs>();
         if (warp == 0) produce();
-        if (gridDim.z > 1) {  // the consumers' two cluster barriers (see the epilogue)
-            cluster_sync();
-            cluster_sync();
-        }
         return;
     }
 
     // Consumer warpgroups.
-    regs_alloc<WsRegs<MIN_CTAS>::kConsumer>();
+    regs_alloc<kWsConsumerRegs>();
     const int cw = wg - 1, wq = warp & 3, ctid = tid - 128;
     constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per packed word
     constexpr int kSteps = kBK / 16;
@@ -389,17 +378,12 @@ __global__ void __launch_bounds__(kWsThreads, MIN_CTAS)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] = acc[mt][4 * j + e];
-    if (gridDim.z == 1) {
-        consumers_sync();
-        store_rows<kCH, L.epi_pitch, T>(epi, 0, TOK, 1, ctid, m0, n0, args);
-    } else {
-        // Split-K: the gridDim.z CTAs of one output tile form a cluster (1, 1, split); each sums one slice of
-        // the rows over all the cluster's staged tiles. The second barrier keeps every tile alive until read.
-        cluster_sync();
-        const int rows = (TOK + gridDim.z - 1) / gridDim.z, first = blockIdx.z * rows;
-        store_rows<kCH, L.epi_pitch, T>(epi, first, min(TOK, first + rows), gridDim.z, ctid, m0, n0, args);
-        cluster_sync();
-    }
+    consumers_sync();
+    if (args.partials == nullptr)
+        store_rows<8, TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
+    else
+        store_rows<4, TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args,
+                                              args.partials + (size_t)blockIdx.z * args.m * args.n);
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
 #endif
