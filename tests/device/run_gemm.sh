@@ -51,10 +51,10 @@ if has sass; then  # instruction mix per kernel: HMMA (mma.sync) or HGMMA (wgmma
 fi
 if has ncu; then
   # The compute-bound case of the largest shape through the warp-specialized 256x128 tile, and the M=64 case.
-  ncu --clock-control none --kernel-name regex:gemm_.*mma(_ws)?_kernel --launch-count 1 --section SpeedOfLight \
+  ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
     python3 tests/device/bench_gemm.py --one 4096,8192,57344,${NCU_BIG_CAND:-14} > "$OUT/ncu_m4096.log" 2>&1 || status=1
-  ncu --clock-control none --kernel-name regex:gemm_.*mma(_ws)?_kernel --launch-count 1 --section SpeedOfLight \
+  ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section MemoryWorkloadAnalysis \
     python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-8} > "$OUT/ncu_m64.log" 2>&1 || status=1
   grep -E "Throughput|Pipe|Stall|Issued|Duration|Memory \[%\]|Registers|Achieved Occ|Theoretical Occ" "$OUT"/ncu_m*.log | head -60
