@@ -14,8 +14,8 @@
 //     newest copies). Layout v1 in global memory is unchanged.
 //   * consumer warpgroup c owns CH / 2 channels (one or two m64 row blocks): it converts tile i + 1 into the second
 //     fragment buffer while the wgmma group of tile i runs, and releases a stage to the producer ("empty" mbarrier,
-//     one arrival per warp) once the wgmma group that read it has completed. setmaxnreg moves registers from the
-//     producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
+//     one arrival per consumer thread) once the wgmma group that read it has completed. setmaxnreg moves registers
+//     from the producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
 //   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
 //     rows (or the FP32 split-K partials, summed by gemm_splitk_reduce as for the other kernels) are written with
 //     16-byte stores along N.
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
-            mbar_init(empty_bar + 8 * s, kWsConsumers * 4);      // one arrival per consumer warp
+            mbar_init(empty_bar + 8 * s, kWsConsumers * 128);    // one arrival per consumer thread
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -344,10 +344,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             for (int mt = 0; mt < MT; ++mt) wgmma_tok_ws<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
         wgmma_commit();
     };
-    auto release = [&](int i) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar + 8 * (i % STAGES));
-    };
+    // Every consumer thread arrives for its own reads of the stage (release semantics), so the producer's
+    // overwrite is ordered after each of them without relying on a warp barrier.
+    auto release = [&](int i) { mbar_arrive(empty_bar + 8 * (i % STAGES)); };
     // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1 is
     // converted into the fragments group i - 1 used, while group i runs.
     uint32_t af0[MT][kSteps][4], af1[MT][kSteps][4];
