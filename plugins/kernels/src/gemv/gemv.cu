@@ -59,7 +59,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const Devic
 template <int NT, bool CLUSTER>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    if (p->m > kMaxM || (NT == 2 && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indexing inside the kernel; grid.y holds the tiles.
     if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -114,11 +114,13 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 // Every entry runs every (bits, activation, group, zeros, bias) combination; they differ in channels per CTA and
 // in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
-// are built: (2, 8), (4, 8), (4, 16), (8, 16); so NT = 2 serves M <= 8 only. (NT = 1 and a non-cluster split were
+// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
+// makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
 const Candidate kGemvCandidates[] = {
     {"gemv_mma_nt2", gemv::supports<2, false>, gemv::no_workspace, gemv::launch<2, false>, gemv::score<2, false>},
     {"gemv_mma_nt4", gemv::supports<4, false>, gemv::no_workspace, gemv::launch<4, false>, gemv::score<4, false>},
+    {"gemv_mma_nt6", gemv::supports<6, false>, gemv::no_workspace, gemv::launch<6, false>, gemv::score<6, false>},
     {"gemv_mma_nt8", gemv::supports<8, false>, gemv::no_workspace, gemv::launch<8, false>, gemv::score<8, false>},
     {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
     {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},

@@ -788,6 +788,7 @@ trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaS
     switch (plan.nt * 100 + plan.mt) {
         case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages>(plan, p, stream);
         case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages>(plan, p, stream);
+        case 608: return launch_kernel<T, BITS, MODE, ZEROS, 6, 8, kStages>(plan, p, stream);
         case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages>(plan, p, stream);
         case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages>(plan, p, stream);
         default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
