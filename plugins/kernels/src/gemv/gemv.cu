@@ -88,14 +88,21 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
 
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
  * From the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md): M <= 8 ->
- * 4 tiles per CTA for INT4, 2 for INT8; M > 8 -> 8 tiles split over a cluster when K and N are both >= 8192
- * (fewer tiles than that leave SMs idle), else 4 tiles. */
+ * 4 tiles per CTA for INT4 (6 when that alone makes the CTAs one even wave, see below), 2 for INT8; M > 8 -> 8 tiles
+ * split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles. */
 template <int NT, bool CLUSTER>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
     bool want_cluster = false;
     if (p->m <= 8) {
         want_nt = p->bits == 8 ? 2 : 4;
+        // INT4: 48 channels per CTA when that gives at most one CTA per SM and 32 would not (N = 6144 on 132 SMs:
+        // 128 CTAs instead of 192, of which 60 SMs would run two).
+        DeviceInfo dev;
+        if (p->bits == 4 && device_info(&dev) == TRT_WOQ_OK && (p->n + 47) / 48 <= dev.sms &&
+            (p->n + 31) / 32 > dev.sms) {
+            want_nt = 6;
+        }
     } else if (p->k >= 8192 && p->n >= 8192 && sm >= 90) {
         want_nt = 8;
         want_cluster = true;
