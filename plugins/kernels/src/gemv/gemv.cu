@@ -39,9 +39,11 @@ trt_woq_status device_info(DeviceInfo* out) {
     return TRT_WOQ_OK;
 }
 
-/* NT = tiles of 8 channels per CTA; CLUSTER = may split K over a thread-block cluster (SM90). */
-Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const DeviceInfo& dev) {
+/* NT = tiles of 8 channels per CTA; CLUSTER = may split K over a thread-block cluster (SM90); k_parts = places at
+ * which a CTA walks its K range at once. */
+Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, const DeviceInfo& dev) {
     Plan pl;
+    pl.k_parts = k_parts;
     pl.stages = kStages;
     pl.fit = !cluster && p->m <= 8;  // measured: INT8 8192 x 10240, M = 1, 35.9 -> 31.2 us (docs/performance.md)
     pl.nt = nt;
@@ -56,7 +58,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const Devic
     return pl;
 }
 
-template <int NT, bool CLUSTER>
+template <int NT, bool CLUSTER, int KPARTS = 1>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -71,7 +73,7 @@ size_t no_workspace(const trt_woq_linear_params*, int32_t) {
     return 0;
 }
 
-template <int NT, bool CLUSTER>
+template <int NT, bool CLUSTER, int KPARTS = 1>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // 4-byte scale/zero pairs are read with cp.async: 4-byte alignment (TensorRT gives 256).
     if ((reinterpret_cast<uintptr_t>(p->scales) | reinterpret_cast<uintptr_t>(p->zeros)) % 4 != 0) {
@@ -80,7 +82,7 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    const Plan plan = make_plan(p, NT, CLUSTER, dev);
+    const Plan plan = make_plan(p, NT, CLUSTER, KPARTS, dev);
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (p->bits == 4) return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
     return bf16 ? launch_i8_bf16(plan, p, stream) : launch_i8_f16(plan, p, stream);
@@ -90,7 +92,7 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * From the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md): M <= 8 ->
  * 4 tiles per CTA for INT4 (6 when that alone makes the CTAs one even wave, see below), 2 for INT8; M > 8 -> 8 tiles
  * split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles. */
-template <int NT, bool CLUSTER>
+template <int NT, bool CLUSTER, int KPARTS = 1>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
     bool want_cluster = false;
@@ -107,13 +109,13 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
         want_nt = 8;
         want_cluster = true;
     }
-    const bool preferred = NT == want_nt && CLUSTER == want_cluster;
+    const bool preferred = NT == want_nt && CLUSTER == want_cluster && KPARTS == 1;
     // INT4 with M > 8 on SM90: the GEMM family's wgmma split-K kernel measured faster than every GEMV candidate on all
     // eight benchmark shapes at M = 16 (docs/performance.md), so the GEMV ranks below the GEMM's pick (score 5) there
     // and stays the fallback.
     if (p->m > 8 && p->bits == 4 && sm >= 90) return preferred ? 4 : 3;
     if (preferred) return 100;
-    return 91 + NT / 2 - (CLUSTER ? 0 : 1);
+    return 91 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);
 }
 
 }  // namespace
@@ -132,6 +134,13 @@ const Candidate kGemvCandidates[] = {
     {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
     {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},
     {"gemv_mma_nt8_cluster", gemv::supports<8, true>, gemv::no_workspace, gemv::launch<8, true>, gemv::score<8, true>},
+    // The same kernels walking a CTA's K range at 2 or 4 places at once (more DRAM fronts per packed row).
+    {"gemv_mma_nt2_kparts2", gemv::supports<2, false, 2>, gemv::no_workspace, gemv::launch<2, false, 2>,
+     gemv::score<2, false, 2>},
+    {"gemv_mma_nt4_kparts2", gemv::supports<4, false, 2>, gemv::no_workspace, gemv::launch<4, false, 2>,
+     gemv::score<4, false, 2>},
+    {"gemv_mma_nt4_kparts4", gemv::supports<4, false, 4>, gemv::no_workspace, gemv::launch<4, false, 4>,
+     gemv::score<4, false, 4>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

@@ -61,6 +61,7 @@ struct Args {
     int k;
     int group_shift;         // log2(group size); unused for per-channel
     int chunks_per_split;
+    int k_parts;             // contiguous parts of the CTA's K range walked at once (divides the warps)
 };
 
 /* How scales apply (a template parameter: no per-element branches in the loop). */
@@ -476,11 +477,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
     for (int j = 0; j < (kTwoAcc ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
 
-    const int first = c_begin + warp;
+    // The CTA walks its K range at k_parts places at once: warp w takes chunks of contiguous part w % k_parts, so each
+    // packed row is read at k_parts fronts (k_parts = 1: chunk c -> warp c % warps).
+    const int part = warp % a.k_parts;
+    const int part_warps = warps / a.k_parts;
+    const int part_end = c_begin + (c_end - c_begin) * (part + 1) / a.k_parts;
+    const int first = c_begin + (c_end - c_begin) * part / a.k_parts + warp / a.k_parts;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        const int c = first + s * warps;
-        if (c < c_end) {
+        const int c = first + s * part_warps;
+        if (c < part_end) {
             if constexpr (PAIRED) {
                 issue_paired(c, s);
             } else {
@@ -490,12 +496,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         cp_commit();
     }
     int stage = 0;
-    for (int c = first; c < c_end; c += warps) {
+    for (int c = first; c < part_end; c += part_warps) {
         cp_wait<STAGES - 2>();  // this lane's copies of chunk c have landed
         {
-            const int cn = c + (STAGES - 1) * warps;
+            const int cn = c + (STAGES - 1) * part_warps;
             const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
-            if (cn < c_end) {
+            if (cn < part_end) {
                 if constexpr (PAIRED) {
                     issue_paired(cn, sn);
                 } else {
@@ -758,6 +764,8 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
         }
     }
     while (warps > 1 && cps < 2 * warps) --warps;
+    a.k_parts = std::min(plan.k_parts, warps);
+    warps -= warps % a.k_parts;
     a.chunks_per_split = cps;
     const size_t smem = warps * plan.smem_per_warp;
     const dim3 grid(static_cast<unsigned>(nsplit), static_cast<unsigned>(plan.tiles));
