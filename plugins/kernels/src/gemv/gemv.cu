@@ -88,28 +88,45 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     return bf16 ? launch_i8_bf16(plan, p, stream) : launch_i8_f16(plan, p, stream);
 }
 
+/* Whether `a` CTAs spread over `sms` SMs at least as evenly as `b` CTAs do: a / (sms x busiest SM's count) against
+ * the same for b (1 = every SM runs the same number). */
+bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
+    const int64_t busiest_a = (a + sms - 1) / sms;
+    const int64_t busiest_b = (b + sms - 1) / sms;
+    return a * busiest_b >= b * busiest_a;
+}
+
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
- * From the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md): M <= 8 ->
- * 4 tiles per CTA for INT4 (6 when that alone makes the CTAs one even wave, see below), 2 for INT8; M > 8 -> 8 tiles
- * split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles. */
+ * From the candidate sweeps of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md):
+ *   M <= 8, INT4: 6 tiles per CTA when those CTAs spread over the SMs at least as evenly as 4 tiles' (N = 6144: 128
+ *                 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead of 320); else 4 tiles, walked at 4 K places
+ *                 at once from K = 8192 on (`_kparts4`);
+ *   M <= 8, INT8: 2 tiles; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
+ *   M > 8: 8 tiles split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else
+ *   4 tiles. */
 template <int NT, bool CLUSTER, int KPARTS = 1>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
+    int want_kparts = 1;
     bool want_cluster = false;
-    if (p->m <= 8) {
-        want_nt = p->bits == 8 ? 2 : 4;
-        // INT4: 48 channels per CTA when that gives at most one CTA per SM and 32 would not (N = 6144 on 132 SMs:
-        // 128 CTAs instead of 192, of which 60 SMs would run two).
+    if (p->m <= 8 && p->bits == 4) {
         DeviceInfo dev;
-        if (p->bits == 4 && device_info(&dev) == TRT_WOQ_OK && (p->n + 47) / 48 <= dev.sms &&
-            (p->n + 31) / 32 > dev.sms) {
+        if (device_info(&dev) == TRT_WOQ_OK && spreads_as_evenly((p->n + 47) / 48, (p->n + 31) / 32, dev.sms)) {
             want_nt = 6;
+        } else if (p->k >= 8192) {
+            want_kparts = 4;
+        }
+    } else if (p->m <= 8) {
+        want_nt = 2;
+        if (p->k >= 16384) {
+            want_nt = 4;
+            want_kparts = 4;
         }
     } else if (p->k >= 8192 && p->n >= 8192 && sm >= 90) {
         want_nt = 8;
         want_cluster = true;
     }
-    const bool preferred = NT == want_nt && CLUSTER == want_cluster && KPARTS == 1;
+    const bool preferred = NT == want_nt && CLUSTER == want_cluster && KPARTS == want_kparts;
     // INT4 with M > 8 on SM90: the GEMM family's wgmma split-K kernel measured faster than every GEMV candidate on all
     // eight benchmark shapes at M = 16 (docs/performance.md), so the GEMV ranks below the GEMM's pick (score 5) there
     // and stays the fallback.
@@ -134,11 +151,7 @@ const Candidate kGemvCandidates[] = {
     {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
     {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},
     {"gemv_mma_nt8_cluster", gemv::supports<8, true>, gemv::no_workspace, gemv::launch<8, true>, gemv::score<8, true>},
-    // The same kernels walking a CTA's K range at 2 or 4 places at once (more DRAM fronts per packed row).
-    {"gemv_mma_nt2_kparts2", gemv::supports<2, false, 2>, gemv::no_workspace, gemv::launch<2, false, 2>,
-     gemv::score<2, false, 2>},
-    {"gemv_mma_nt4_kparts2", gemv::supports<4, false, 2>, gemv::no_workspace, gemv::launch<4, false, 2>,
-     gemv::score<4, false, 2>},
+    // nt4's kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
     {"gemv_mma_nt4_kparts4", gemv::supports<4, false, 4>, gemv::no_workspace, gemv::launch<4, false, 4>,
      gemv::score<4, false, 4>},
 };
