@@ -39,9 +39,11 @@ trt_woq_status device_info(DeviceInfo* out) {
     return TRT_WOQ_OK;
 }
 
-/* NT = tiles of 8 channels per CTA; CLUSTER = may split K over a thread-block cluster (SM90). */
-Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const DeviceInfo& dev) {
+/* NT = tiles of 8 channels per CTA; CLUSTER = may split K over a thread-block cluster (SM90); k_parts = places at
+ * which a CTA walks its K range at once. */
+Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, const DeviceInfo& dev) {
     Plan pl;
+    pl.k_parts = k_parts;
     pl.stages = kStages;
     pl.fit = !cluster && p->m <= 8;  // measured: INT8 8192 x 10240, M = 1, 35.9 -> 31.2 us (docs/performance.md)
     pl.nt = nt;
@@ -56,10 +58,10 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, const Devic
     return pl;
 }
 
-template <int NT, bool CLUSTER>
+template <int NT, bool CLUSTER, int KPARTS = 1>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    if (p->m > kMaxM || (NT == 2 && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indexing inside the kernel; grid.y holds the tiles.
     if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -71,7 +73,7 @@ size_t no_workspace(const trt_woq_linear_params*, int32_t) {
     return 0;
 }
 
-template <int NT, bool CLUSTER>
+template <int NT, bool CLUSTER, int KPARTS = 1>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // 4-byte scale/zero pairs are read with cp.async: 4-byte alignment (TensorRT gives 256).
     if ((reinterpret_cast<uintptr_t>(p->scales) | reinterpret_cast<uintptr_t>(p->zeros)) % 4 != 0) {
@@ -80,33 +82,57 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    const Plan plan = make_plan(p, NT, CLUSTER, dev);
+    const Plan plan = make_plan(p, NT, CLUSTER, KPARTS, dev);
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (p->bits == 4) return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
     return bf16 ? launch_i8_bf16(plan, p, stream) : launch_i8_f16(plan, p, stream);
 }
 
+/* Whether `a` CTAs spread over `sms` SMs at least as evenly as `b` CTAs do: a / (sms x busiest SM's count) against
+ * the same for b (1 = every SM runs the same number). */
+bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
+    const int64_t busiest_a = (a + sms - 1) / sms;
+    const int64_t busiest_b = (b + sms - 1) / sms;
+    return a * busiest_b >= b * busiest_a;
+}
+
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
- * From the candidate sweep of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md): M <= 8 ->
- * 4 tiles per CTA for INT4, 2 for INT8; M > 8 -> 8 tiles split over a cluster when K and N are both >= 8192
- * (fewer tiles than that leave SMs idle), else 4 tiles. */
-template <int NT, bool CLUSTER>
+ * From the candidate sweeps of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md):
+ *   M <= 8, INT4: 6 tiles per CTA when those CTAs spread over the SMs at least as evenly as 4 tiles' (N = 6144: 128
+ *                 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead of 320); else 4 tiles, walked at 4 K places
+ *                 at once from K = 8192 on (`_kparts4`);
+ *   M <= 8, INT8: 2 tiles; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
+ *   M > 8: 8 tiles split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else
+ *   4 tiles. */
+template <int NT, bool CLUSTER, int KPARTS = 1>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
+    int want_kparts = 1;
     bool want_cluster = false;
-    if (p->m <= 8) {
-        want_nt = p->bits == 8 ? 2 : 4;
+    if (p->m <= 8 && p->bits == 4) {
+        DeviceInfo dev;
+        if (device_info(&dev) == TRT_WOQ_OK && spreads_as_evenly((p->n + 47) / 48, (p->n + 31) / 32, dev.sms)) {
+            want_nt = 6;
+        } else if (p->k >= 8192) {
+            want_kparts = 4;
+        }
+    } else if (p->m <= 8) {
+        want_nt = 2;
+        if (p->k >= 16384) {
+            want_nt = 4;
+            want_kparts = 4;
+        }
     } else if (p->k >= 8192 && p->n >= 8192 && sm >= 90) {
         want_nt = 8;
         want_cluster = true;
     }
-    const bool preferred = NT == want_nt && CLUSTER == want_cluster;
+    const bool preferred = NT == want_nt && CLUSTER == want_cluster && KPARTS == want_kparts;
     // INT4 with M > 8 on SM90: the GEMM family's wgmma split-K kernel measured faster than every GEMV candidate on all
     // eight benchmark shapes at M = 16 (docs/performance.md), so the GEMV ranks below the GEMM's pick (score 5) there
     // and stays the fallback.
     if (p->m > 8 && p->bits == 4 && sm >= 90) return preferred ? 4 : 3;
     if (preferred) return 100;
-    return 91 + NT / 2 - (CLUSTER ? 0 : 1);
+    return 91 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);
 }
 
 }  // namespace
@@ -114,15 +140,20 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 // Every entry runs every (bits, activation, group, zeros, bias) combination; they differ in channels per CTA and
 // in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
-// are built: (2, 8), (4, 8), (4, 16), (8, 16); so NT = 2 serves M <= 8 only. (NT = 1 and a non-cluster split were
+// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
+// makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
 const Candidate kGemvCandidates[] = {
     {"gemv_mma_nt2", gemv::supports<2, false>, gemv::no_workspace, gemv::launch<2, false>, gemv::score<2, false>},
     {"gemv_mma_nt4", gemv::supports<4, false>, gemv::no_workspace, gemv::launch<4, false>, gemv::score<4, false>},
+    {"gemv_mma_nt6", gemv::supports<6, false>, gemv::no_workspace, gemv::launch<6, false>, gemv::score<6, false>},
     {"gemv_mma_nt8", gemv::supports<8, false>, gemv::no_workspace, gemv::launch<8, false>, gemv::score<8, false>},
     {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
     {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},
     {"gemv_mma_nt8_cluster", gemv::supports<8, true>, gemv::no_workspace, gemv::launch<8, true>, gemv::score<8, true>},
+    // nt4's kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
+    {"gemv_mma_nt4_kparts4", gemv::supports<4, false, 4>, gemv::no_workspace, gemv::launch<4, false, 4>,
+     gemv::score<4, false, 4>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

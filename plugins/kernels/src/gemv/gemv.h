@@ -25,6 +25,7 @@ struct Plan {
     int mt;                // 8 (M <= 8: A rows 8..15 are zero) or 16
     int warps;             // per CTA at most; they split the CTA's K range
     bool cluster;          // may split K over a thread-block cluster (SM90)
+    int k_parts;           // contiguous parts of a CTA's K range walked at once (1 or 4: fronts per packed row)
     int sms;               // multiprocessors of the device
     int stages;            // kStages
     bool fit;              // fewer warps per CTA (down to half) when that makes every CTA resident at once

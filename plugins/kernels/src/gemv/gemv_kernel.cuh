@@ -61,6 +61,7 @@ struct Args {
     int k;
     int group_shift;         // log2(group size); unused for per-channel
     int chunks_per_split;
+    int k_parts;             // contiguous parts of the CTA's K range walked at once (divides the warps)
 };
 
 /* How scales apply (a template parameter: no per-element branches in the loop). */
@@ -98,6 +99,14 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
     uint32_t v;
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+    return v;
+}
+
+/* A 16-bit global load issued where it stands: asm volatile keeps it ahead of the main loop's copies, so its latency
+ * overlaps the loop and the register is waited on only where the epilogue uses it. */
+__device__ __forceinline__ uint32_t ldg_u16_early(const void* p) {
+    unsigned short v;
+    asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
     return v;
 }
 
@@ -436,6 +445,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         }
     };
 
+    // The epilogue's per-channel scales and bias, requested now: loaded after the loop they added a DRAM latency to
+    // every CTA's tail. Lane l of warp 0 holds channels n_base + l + 32 i (raw 16-bit values; 0 past N or when absent).
+    constexpr int kChannels = NT * 8;
+    constexpr int kChannelsPerLane = (kChannels + 31) / 32;
+    uint32_t early_scale[kChannelsPerLane];
+    uint32_t early_bias[kChannelsPerLane];
+#pragma unroll
+    for (int i = 0; i < kChannelsPerLane; ++i) {
+        const int t = lane + 32 * i;
+        const bool mine = warp == 0 && t < kChannels && n_base + t < a.n;
+        early_scale[i] = (!GROUPED && mine) ? ldg_u16_early(a.scales + n_base + t) : 0u;
+        early_bias[i] = (a.bias != nullptr && mine) ? ldg_u16_early(a.bias + n_base + t) : 0u;
+    }
+
     // Per-channel zero points are constant along K.
     T zpc[NT];
 #pragma unroll
@@ -454,11 +477,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
     for (int j = 0; j < (kTwoAcc ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
 
-    const int first = c_begin + warp;
+    // The CTA walks its K range at k_parts places at once: warp w takes chunks of contiguous part w % k_parts, so each
+    // packed row is read at k_parts fronts (k_parts = 1: chunk c -> warp c % warps).
+    const int part = warp % a.k_parts;
+    const int part_warps = warps / a.k_parts;
+    const int part_end = c_begin + (c_end - c_begin) * (part + 1) / a.k_parts;
+    const int first = c_begin + (c_end - c_begin) * part / a.k_parts + warp / a.k_parts;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        const int c = first + s * warps;
-        if (c < c_end) {
+        const int c = first + s * part_warps;
+        if (c < part_end) {
             if constexpr (PAIRED) {
                 issue_paired(c, s);
             } else {
@@ -468,12 +496,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         cp_commit();
     }
     int stage = 0;
-    for (int c = first; c < c_end; c += warps) {
+    for (int c = first; c < part_end; c += part_warps) {
         cp_wait<STAGES - 2>();  // this lane's copies of chunk c have landed
         {
-            const int cn = c + (STAGES - 1) * warps;
+            const int cn = c + (STAGES - 1) * part_warps;
             const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
-            if (cn < c_end) {
+            if (cn < part_end) {
                 if constexpr (PAIRED) {
                     issue_paired(cn, sn);
                 } else {
@@ -634,6 +662,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     __syncthreads();
     constexpr int kOutputs = NT * MT * 8;
     float* fin = red + warps * kOutputs;
+    // red, fin and these two [kChannels] arrays fit in the pipeline's shared memory (>= STAGES x NT x 512 B per warp),
+    // even with one warp.
+    static_assert(2 * MT * 8 * 4 + 2 * 8 * 4 <= STAGES * 512, "epilogue buffers exceed the pipeline's shared memory");
+    float* chan_scale = fin + kOutputs;
+    float* chan_bias = chan_scale + kChannels;
+    if (warp == 0) {
+#pragma unroll
+        for (int i = 0; i < kChannelsPerLane; ++i) {
+            const int t = lane + 32 * i;
+            if (t < kChannels) {
+                chan_scale[t] = to_float(pick<T>(early_scale[i], 0));
+                chan_bias[t] = to_float(pick<T>(early_bias[i], 0));
+            }
+        }
+    }
     const int nsplit = gridDim.x;
     for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
         float sum = 0.0f;
@@ -664,8 +707,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         const int c = n_base + 8 * j + col;
         if (row >= m || c >= a.n) continue;
         float sum = fin[o];
-        if (!GROUPED) sum *= to_float(a.scales[c]);
-        if (a.bias != nullptr) sum += to_float(a.bias[c]);
+        if (!GROUPED) sum *= chan_scale[8 * j + col];
+        if (a.bias != nullptr) sum += chan_bias[8 * j + col];
         a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(sum);
     }
 }
@@ -721,6 +764,8 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
         }
     }
     while (warps > 1 && cps < 2 * warps) --warps;
+    a.k_parts = std::min(plan.k_parts, warps);
+    warps -= warps % a.k_parts;
     a.chunks_per_split = cps;
     const size_t smem = warps * plan.smem_per_warp;
     const dim3 grid(static_cast<unsigned>(nsplit), static_cast<unsigned>(plan.tiles));
@@ -751,6 +796,7 @@ trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaS
     switch (plan.nt * 100 + plan.mt) {
         case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages>(plan, p, stream);
         case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages>(plan, p, stream);
+        case 608: return launch_kernel<T, BITS, MODE, ZEROS, 6, 8, kStages>(plan, p, stream);
         case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages>(plan, p, stream);
         case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages>(plan, p, stream);
         default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
