@@ -6,6 +6,8 @@
 #   3. the plugin harness    WeightOnlyLinear driven as TensorRT does, on synthetic cases and on every node of
 #                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16)
 #   4. GPU pytest files      tests/plugins/kernels, tests/python/trt_woq
+#   5. compute-sanitizer     memcheck on kernels_check.py --quick (GEMV, converters, dispatch); memcheck and
+#                            racecheck on every GEMM candidate over small odd problems (gemm_sanitize.cu)
 # Usage (device call carrying .device/whl .device/tensorrt .device/prelude.sh):
 #   bash tests/device/run_all.sh          prints one line per check and a closing `N passed, N failed`
 set -uo pipefail
@@ -68,5 +70,17 @@ run_check "plugin conformance harness" harness.log \
   --m 1,3,16,127,4096
 
 run_check "pytest GPU files" pytest.log python3 -m pytest -q -rs tests/plugins/kernels tests/python/trt_woq
+
+run_check "compute-sanitizer memcheck, kernels_check.py --quick" sanitize_kernels.log \
+  env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  python3 tests/device/kernels_check.py --quick
+nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a -Iplugins/kernels/include -Iplugins/kernels/src/gemm \
+  tests/device/gemm_sanitize.cu -L$bdir -ltrt_woq_gemm -Xlinker -rpath=$root/$bdir -o $bdir/gemm_sanitize \
+  > "$OUT/gemm_sanitize_build.log" 2>&1
+record "gemm_sanitize build" $?
+for tool in memcheck racecheck; do
+  run_check "compute-sanitizer $tool, gemm_sanitize" sanitize_gemm_$tool.log \
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $bdir/gemm_sanitize
+done
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
