@@ -98,10 +98,11 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
 
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
  * From the candidate sweeps of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md):
- *   M <= 8, INT4: 6 tiles per CTA when those CTAs spread over the SMs at least as evenly as 4 tiles' (N = 6144: 128
- *                 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead of 320); else 4 tiles, walked at 4 K places
- *                 at once from K = 8192 on (`_kparts4`);
- *   M <= 8, INT8: 2 tiles; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
+ *   M <= 8, INT4: 6 tiles per CTA when there are at least 8 such CTAs per SM (N = 57344: many waves, the fatter CTAs
+ *                 win); 6 tiles walked at 4 K places at once (`_kparts4`) when those CTAs spread over the SMs at
+ *                 least as evenly as 4 tiles' (N = 6144: 128 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead
+ *                 of 320); else 4 tiles, at 4 K places from K = 8192 on;
+ *   M <= 8, INT8: 2 tiles at 4 K places; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
  *   M > 8: 8 tiles split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else
  *   4 tiles. */
 template <int NT, bool CLUSTER, int KPARTS = 1>
@@ -111,17 +112,19 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     bool want_cluster = false;
     if (p->m <= 8 && p->bits == 4) {
         DeviceInfo dev;
-        if (device_info(&dev) == TRT_WOQ_OK && spreads_as_evenly((p->n + 47) / 48, (p->n + 31) / 32, dev.sms)) {
+        const bool known = device_info(&dev) == TRT_WOQ_OK;
+        const int64_t tiles6 = (p->n + 47) / 48;
+        if (known && tiles6 >= 8 * static_cast<int64_t>(dev.sms)) {
             want_nt = 6;
+        } else if (known && spreads_as_evenly(tiles6, (p->n + 31) / 32, dev.sms)) {
+            want_nt = 6;
+            want_kparts = 4;
         } else if (p->k >= 8192) {
             want_kparts = 4;
         }
     } else if (p->m <= 8) {
-        want_nt = 2;
-        if (p->k >= 16384) {
-            want_nt = 4;
-            want_kparts = 4;
-        }
+        want_nt = p->k >= 16384 ? 4 : 2;
+        want_kparts = 4;
     } else if (p->k >= 8192 && p->n >= 8192 && sm >= 90) {
         want_nt = 8;
         want_cluster = true;
@@ -132,7 +135,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     // and stays the fallback.
     if (p->m > 8 && p->bits == 4 && sm >= 90) return preferred ? 4 : 3;
     if (preferred) return 100;
-    return 91 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);
+    return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
 }  // namespace
@@ -151,9 +154,13 @@ const Candidate kGemvCandidates[] = {
     {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
     {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},
     {"gemv_mma_nt8_cluster", gemv::supports<8, true>, gemv::no_workspace, gemv::launch<8, true>, gemv::score<8, true>},
-    // nt4's kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
+    // The same kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
+    {"gemv_mma_nt2_kparts4", gemv::supports<2, false, 4>, gemv::no_workspace, gemv::launch<2, false, 4>,
+     gemv::score<2, false, 4>},
     {"gemv_mma_nt4_kparts4", gemv::supports<4, false, 4>, gemv::no_workspace, gemv::launch<4, false, 4>,
      gemv::score<4, false, 4>},
+    {"gemv_mma_nt6_kparts4", gemv::supports<6, false, 4>, gemv::no_workspace, gemv::launch<6, false, 4>,
+     gemv::score<6, false, 4>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 
