@@ -337,14 +337,18 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // waves too; alone (every tile split) only up to 4 slices: the last slice sums the others' partials
         // serially, and with 8 slices the split-K + reduce kernels measured faster (14336 x 4096, M = 64 / 128:
         // 26.2 / 36.8 us vs 29.8 / 46.1 us), with 3-4 slower (8192 x 10240, M = 64: 49.6 vs 35.7 us; 14336 x 4096,
-        // M = 256: 60.8 vs 54.8 us). Whole tiles when they fill at least half a wave. Otherwise the 64 x 128
-        // (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile with split-K.
+        // M = 256: 60.8 vs 54.8 us). Whole tiles when they fill at least half a wave; for the clustered 64-token
+        // tile only INT4 within one wave, where it measured 1-3 % faster than the 64 x 128 wgmma kernel (4096 x
+        // 28672: 45.0 vs 46.0 us); beyond a wave it was not faster (8192 x 57344: 178.4 vs 173.8 us) and INT8 (6
+        // stages) was not measured alone. Otherwise the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile
+        // with split-K.
         const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : 7);
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
         const int64_t wave = kSms * ws_ctas_per_sm(kTiles[ws].bm) / kTiles[ws].cluster;
-        if (2 * tail.tiles >= wave && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
+        const bool whole_ok = kTiles[ws].cluster == 1 || (params->bits == 4 && tail.tiles <= wave);
+        if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
         const int tile = m <= 64 ? 4 : 5;
         if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
         if (supports(2 * tile, params, sm) == TRT_WOQ_OK) return 2 * tile;
