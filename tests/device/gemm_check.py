@@ -93,7 +93,8 @@ def main() -> int:
     print(f"options sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)
 
     # 2. The M values on LLM and odd shapes; every supported candidate (split-K where it splits).
-    shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324)]  # (K, N)
+    # (1024, 34048): 266 N tiles of 128, so the ws tail split has whole tiles and split ones in the same launch.
+    shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324), (1024, 34048)]  # (K, N)
     configs = [(4, torch.float16, 128, False, False), (8, torch.bfloat16, -1, True, True),
                (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True)]
     for (k, n), (bits, dtype, group, zeros, bias) in itertools.product(shapes, configs):

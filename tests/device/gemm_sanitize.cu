@@ -44,6 +44,7 @@ int main() {
         {33, 262, 256, 8, 32, 1, 1, 1},    // INT8, N % 4 != 0, two groups per K tile, BF16
         {130, 132, 4096, 4, 128, 0, 0, 1}, // few tiles: split-K variants split
         {20, 68, 2048, 8, -1, 1, 0, 0},    // per-channel
+        {17, 34048, 1024, 4, 128, 0, 1, 0}, // 266 N tiles: full waves + split tail tiles (ws tail split, clusters)
     };
     int failures = 0, runs = 0;
     for (const Case& c : cases) {

@@ -1,63 +1,95 @@
 #!/usr/bin/env bash
-# One device call for the GEMM (issue 4): build the GEMM alone (no dependency on the rest of the kernels library),
-# run the numerics test, compute-sanitizer memcheck + racecheck on small odd problems, the benchmark, and ncu on one
-# compute-bound case. Logs go to $OUT (or ./gemm_out). Usage: bash tests/device/run_gemm.sh [check|bench|trtbench|sass|ncu|all]...
+# One device call for the GEMM (issue 4): build the GEMM alone (no dependency on the rest of the kernels library)
+# and, in parallel, the kernels library (public ABI), then run the steps in the order given: numerics test (check),
+# compute-sanitizer memcheck / racecheck on small odd problems (sanitize), the GEMM benchmark (bench), the package's
+# benchmark through the public dispatch (trtbench), both benchmarks back to back at M = 64 (m64), SASS counts (sass),
+# ncu (ncu). GPU clocks, power and throttle reasons are sampled every 0.5 s into $OUT/smi.csv (step start times are
+# in the output, to line them up). Logs go to $OUT (or ./gemm_out).
+# Usage: bash tests/device/run_gemm.sh [check|sanitize|bench|trtbench|m64|sass|ncu|all]...
+#   BENCH_ARGS: options of bench_gemm.py; TRT_BENCH_ARGS: options of python -m trt_woq.bench (default: the three
+#   issue shapes, every M, INT4 g128 and cuBLAS FP16).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gemm_out}; mkdir -p "$OUT" build
 STEPS=${*:-all}
-[[ " $STEPS " == *" all "* ]] && STEPS="check bench sass ncu"
+[[ " $STEPS " == *" all "* ]] && STEPS="check sanitize bench sass ncu"
 ARCH=${GEMM_ARCH:--gencode arch=compute_90a,code=sm_90a}
+SHAPES3=4096x28672,14336x4096,8192x57344
+TRT_BENCH_ARGS=${TRT_BENCH_ARGS:---m 1,4,16,64,256,1024,4096 --shapes $SHAPES3 --methods int4_g128,cublas_fp16}
 status=0
-has() { [[ " $STEPS " == *" $1 "* || " $STEPS " == *" all "* ]]; }
 t0=$(date +%s)
+stamp() { echo "== $(date -u +%H:%M:%S) (+$(( $(date +%s) - t0 ))s) $*"; }
+smi_pid=
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv -lms 500 > "$OUT/smi.csv" 2>&1 &
+  smi_pid=$!
+fi
+needs_lib=0
+for s in $STEPS; do [[ $s == check || $s == trtbench || $s == m64 ]] && needs_lib=1; done
+if (( needs_lib )); then  # the whole kernels library, for the public ABI (skipped if it does not build)
+  ( cmake -S . -B build/cm -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/cmake.log" 2>&1 &&
+    cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 ) &
+  lib_pid=$!
+fi
 nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Xptxas -v \
   plugins/kernels/src/gemm/gemm.cu -o build/libtrt_woq_gemm.so > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 grep -E "spill" "$OUT/build.log" | sort | uniq -c
-echo "build: $(( $(date +%s) - t0 ))s"
+stamp "GEMM library built"
 export TRT_WOQ_GEMM_LIB=$PWD/build/libtrt_woq_gemm.so
-if has check || has trtbench; then  # the whole kernels library, for the public-ABI cross-check (skipped if it does not build)
-  cmake -S . -B build/cm -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/cmake.log" 2>&1 &&
-    cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 &&
-    export TRT_WOQ_KERNELS_LIB=$PWD/build/cm/plugins/kernels/libtrt_woq_kernels.so || echo "kernels library did not build (see cmake.log)"
-  echo "library build: $(( $(date +%s) - t0 ))s"
+if (( needs_lib )); then
+  if wait $lib_pid; then
+    export TRT_WOQ_KERNELS_LIB=$PWD/build/cm/plugins/kernels/libtrt_woq_kernels.so
+  else
+    echo "kernels library did not build (see cmake.log)"
+  fi
+  stamp "kernels library built"
 fi
-if has check; then
-  python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
-  grep "^FAIL" "$OUT/check.log" | head -30
-  nvcc -std=c++17 -O2 $ARCH -Iplugins/kernels/include -Iplugins/kernels/src/gemm tests/device/gemm_sanitize.cu \
-    -Lbuild -ltrt_woq_gemm -Xlinker -rpath=$PWD/build -o build/gemm_sanitize || status=1
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool"
-    compute-sanitizer --tool $tool --error-exitcode 9 build/gemm_sanitize > "$OUT/sanitize_$tool.log" 2>&1 || status=1
-    tail -4 "$OUT/sanitize_$tool.log"
-  done
-  echo "check: $(( $(date +%s) - t0 ))s"
-fi
-if has bench; then
-  python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
-  echo "bench: $(( $(date +%s) - t0 ))s"
-fi
-if has trtbench && [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]]; then  # the package's benchmark, through the public ABI's dispatch
-  TRT_WOQ_KERNELS_PATH=$TRT_WOQ_KERNELS_LIB PYTHONPATH=$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -m trt_woq.bench \
-    --m 1,4,16,64,256,1024,4096 --shapes 4096x28672,14336x4096,8192x57344 --methods int4_g128,cublas_fp16 \
-    --json "$OUT/trt_woq_bench.json" 2>&1 | tee "$OUT/trt_woq_bench.log" | tail -40 || status=1
-  echo "trtbench: $(( $(date +%s) - t0 ))s"
-fi
-if has sass; then  # instruction mix per kernel: HMMA (mma.sync) or HGMMA (wgmma) vs everything else
-  cuobjdump -sass build/libtrt_woq_gemm.so > "$OUT/sass.txt" 2>&1
-  awk '/Function :/{f=$3} /^ +\/\*[0-9a-f]{4}\*\//{n[f]++} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDSM/{l[f]++}
-       END{for (k in n) printf "%6d instr %5d HMMA %5d HGMMA %5d LDSM  %s\n", n[k], h[k], g[k], l[k], k}' "$OUT/sass.txt" | sort -k9
-fi
-if has ncu; then
-  # The compute-bound case of the largest shape through the warp-specialized 256x128 tile, and the M=64 case.
-  ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
-    --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
-    python3 tests/device/bench_gemm.py --one 4096,8192,57344,${NCU_BIG_CAND:-14} > "$OUT/ncu_m4096.log" 2>&1 || status=1
-  ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
-    --section WarpStateStats --section MemoryWorkloadAnalysis \
-    python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-8} > "$OUT/ncu_m64.log" 2>&1 || status=1
-  grep -E "Throughput|Pipe|Stall|Issued|Duration|Memory \[%\]|Registers|Achieved Occ|Theoretical Occ" "$OUT"/ncu_m*.log | head -60
-fi
-echo "total: $(( $(date +%s) - t0 ))s, status $status"
+trt_bench() {  # trt_bench LOG ARGS...: python -m trt_woq.bench through the public ABI
+  local log=$1; shift
+  TRT_WOQ_KERNELS_PATH=$TRT_WOQ_KERNELS_LIB PYTHONPATH=$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH} \
+    python3 -m trt_woq.bench "$@" --json "$OUT/$log.json" 2>&1 | tee "$OUT/$log.log" | tail -40 || status=1
+}
+m64_runs=0
+for step in $STEPS; do
+  stamp "$step"
+  case $step in
+    check)
+      python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+      grep "^FAIL" "$OUT/check.log" | head -30 ;;
+    sanitize)
+      nvcc -std=c++17 -O2 $ARCH -Iplugins/kernels/include -Iplugins/kernels/src/gemm tests/device/gemm_sanitize.cu \
+        -Lbuild -ltrt_woq_gemm -Xlinker -rpath=$PWD/build -o build/gemm_sanitize || status=1
+      for tool in memcheck racecheck; do
+        echo "== compute-sanitizer --tool $tool"
+        compute-sanitizer --tool $tool --error-exitcode 9 build/gemm_sanitize > "$OUT/sanitize_$tool.log" 2>&1 || status=1
+        tail -4 "$OUT/sanitize_$tool.log"
+      done ;;
+    bench)
+      python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1 ;;
+    trtbench)
+      [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]] && trt_bench trt_woq_bench $TRT_BENCH_ARGS ;;
+    m64)  # the issue's M = 64 figures through both benchmarks, back to back (they disagreed by up to ~12 %)
+      m64_runs=$((m64_runs + 1))
+      [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]] &&
+        trt_bench "m64_trt_$m64_runs" --m 64 --shapes $SHAPES3 --methods int4_g128,cublas_fp16
+      python3 tests/device/bench_gemm.py --ms 64 --cands 8,9,18,19 2>&1 | tee "$OUT/m64_gemm_$m64_runs.log" | grep -v "all:" ;;
+    sass)  # instruction mix per kernel: HMMA (mma.sync) or HGMMA (wgmma) vs everything else
+      cuobjdump -sass build/libtrt_woq_gemm.so > "$OUT/sass.txt" 2>&1
+      awk '/Function :/{f=$3} /\/\*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]\*\//{n[f]++} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDSM/{l[f]++}
+           END{for (k in n) printf "%6d instr %5d HMMA %5d HGMMA %5d LDSM  %s\n", n[k], h[k], g[k], l[k], k}' "$OUT/sass.txt" | sort -k9 ;;
+    ncu)
+      # The compute-bound case of the largest shape through the warp-specialized 256x128 tile, and the M=64 case.
+      ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
+        python3 tests/device/bench_gemm.py --one 4096,8192,57344,${NCU_BIG_CAND:-14} > "$OUT/ncu_m4096.log" 2>&1 || status=1
+      ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
+        --section WarpStateStats --section MemoryWorkloadAnalysis \
+        python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-8} > "$OUT/ncu_m64.log" 2>&1 || status=1
+      grep -E "Throughput|Pipe|Stall|Issued|Duration|Memory \[%\]|Registers|Achieved Occ|Theoretical Occ" "$OUT"/ncu_m*.log | head -60 ;;
+    *) echo "unknown step $step"; status=1 ;;
+  esac
+done
+[[ -n $smi_pid ]] && kill "$smi_pid"
+stamp "total, status $status"
 exit $status

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -27,33 +28,40 @@ namespace {
 //   3 32x128, 4 warps (1x4, warp tile 32x32), 6 stages: M of 17..64, bound by the weight stream, so deeper
 //     prefetch and more CTAs per SM rather than a larger tile.
 //   4 (SM90 only) wgmma, 128 channels x 64 tokens, 2 warpgroups, the weights as wgmma's register operand
-//     (gemm_wgmma.cuh), 6 stages: M <= 64 (bound by the weight stream).
-//   5 (SM90) 128 channels x 128 tokens, 4 stages, registers capped for 2 CTAs per SM: with split-K, the M > 64
-//     problems whose warp-specialized tiles would leave most SMs idle.
+//     (gemm_wgmma.cuh), 6 stages: with split-K, the M <= 64 problems with few tiles (see heuristic).
+//   5 (SM90) 128 channels x 128 tokens, 4 stages, registers capped for 2 CTAs per SM: with split-K, the same for
+//     M > 64.
 //   6 (SM90) one warpgroup, 64 channels x 64 tokens: twice the CTAs of 4, for small M where 128-channel tiles give
 //     fewer than two waves.
 //   7, 8 (SM90) warp-specialized (gemm_wgmma_ws.cuh: TMA producer warp, 2 consumer warpgroups, 1 CTA per SM):
-//     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128).
+//     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128). Their second candidate is
+//     the "tail split" (whole tiles for the full waves, the last partial wave split along K and summed in the
+//     kernel) instead of the split-K + reduce kernel of the others.
+//   9 (SM90) warp-specialized 64 tokens x 128 channels, 8 stages (INT8: 6), 2 CTAs per SM, clusters of 2 CTAs
+//     along N sharing the activation tile through multicast TMA: M <= 64 (bound by the weight stream).
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
     int bm, bn, warps, stages;
     Kernel kernel;
+    int cluster;  // ws: CTAs per cluster (neighbouring N tiles sharing the activation tile)
     bool sm90_only() const { return kernel != Kernel::kMma; }
 };
 constexpr TileConfig kTiles[] = {
-    {"mma_128x128x64_s4", 128, 128, 8, 4, Kernel::kMma},
-    {"mma_128x128x64_s3_o2", 128, 128, 8, 3, Kernel::kMma},
-    {"mma_64x128x64_s4", 64, 128, 4, 4, Kernel::kMma},
-    {"mma_32x128x64_s6", 32, 128, 4, 6, Kernel::kMma},
-    {"wgmma_64x128x64_s6", 64, 128, 8, 6, Kernel::kWgmma},
-    {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, Kernel::kWgmma},
-    {"wgmma_64x64x64_s6", 64, 64, 4, 6, Kernel::kWgmma},
-    {"wgmma_ws_256x128x64_s5", 256, 128, 12, 5, Kernel::kWgmmaWs},
-    {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs},
+    {"mma_128x128x64_s4", 128, 128, 8, 4, Kernel::kMma, 1},
+    {"mma_128x128x64_s3_o2", 128, 128, 8, 3, Kernel::kMma, 1},
+    {"mma_64x128x64_s4", 64, 128, 4, 4, Kernel::kMma, 1},
+    {"mma_32x128x64_s6", 32, 128, 4, 6, Kernel::kMma, 1},
+    {"wgmma_64x128x64_s6", 64, 128, 8, 6, Kernel::kWgmma, 1},
+    {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, Kernel::kWgmma, 1},
+    {"wgmma_64x64x64_s6", 64, 64, 4, 6, Kernel::kWgmma, 1},
+    {"wgmma_ws_256x128x64_s5", 256, 128, 12, 5, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_64x128x64_s8_c2", 64, 128, 9, 8, Kernel::kWgmmaWs, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
-// Candidates: id = 2 * tile + splitk. The split-K variant exists only where it splits (split >= 2).
+// Candidates: id = 2 * tile + splitk. The split-K (ws tiles: tail-split) variant exists only where it splits
+// (split >= 2).
 constexpr int kNumCandidates = 2 * kNumTiles;
 constexpr int kMaxSplit = 16;
 // Split-K aims for about two waves of CTAs on a large GPU (132 SMs on H100); a fixed figure keeps the workspace
@@ -61,6 +69,7 @@ constexpr int kMaxSplit = 16;
 constexpr int kSms = 132;
 constexpr int kTargetCtas = 2 * kSms;
 constexpr int kMinKTilesPerSplit = 4;
+constexpr int kMaxTailSplitAlone = 4;  // heuristic: most slices of a tail split without whole tiles
 
 thread_local char g_last_cuda_error[64] = "";
 thread_local cudaError_t g_last_cuda_code = cudaSuccess;
@@ -89,22 +98,33 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 struct Plan {
     int tile;
-    int split;           // number of K slices actually launched
+    int split;           // number of K slices actually launched (ws tail split: of each tail tile)
     int k_tiles_per_split;
+    int64_t tiles;       // output tiles (ws: cluster units of `cluster` neighbouring N tiles)
+    int64_t dp_tiles;    // ws tail split: units computed whole (the full waves); the others are split
 };
 
 Plan make_plan(int id, const trt_woq_linear_params& p) {
     const TileConfig& t = kTiles[id / 2];
     const int k_tiles = static_cast<int>(p.k / kBK);
-    Plan plan{id / 2, 1, k_tiles};
-    if (id % 2 == 1) {
-        const int64_t tiles = int64_t(ceil_div(p.m, t.bm)) * ceil_div(p.n, t.bn);
-        int split = 1;
+    const int64_t tiles = int64_t(ceil_div(p.m, t.bm)) * ceil_div(ceil_div(p.n, t.bn), t.cluster);
+    Plan plan{id / 2, 1, k_tiles, tiles, tiles};
+    if (id % 2 == 0) return plan;
+    int split = 1;
+    if (t.kernel == Kernel::kWgmmaWs) {
+        // The units of the last partial wave get split so that their slices fill about one wave.
+        const int64_t wave = kSms * ws_ctas_per_sm(t.bm) / t.cluster;
+        plan.dp_tiles = tiles / wave * wave;
+        const int64_t tail = tiles - plan.dp_tiles;
+        if (tail > 0)
+            split = static_cast<int>(std::min<int64_t>(kMaxSplit, wave / tail));
+        while (split > 1 && k_tiles / split < kMinKTilesPerSplit) --split;
+    } else {
         while (split < kMaxSplit && tiles * split * 2 <= kTargetCtas && k_tiles / (split * 2) >= kMinKTilesPerSplit)
             split *= 2;
-        plan.k_tiles_per_split = ceil_div(k_tiles, split);
-        plan.split = ceil_div(k_tiles, plan.k_tiles_per_split);
     }
+    plan.k_tiles_per_split = ceil_div(k_tiles, split);
+    plan.split = ceil_div(k_tiles, plan.k_tiles_per_split);
     return plan;
 }
 
@@ -143,17 +163,29 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
 
 namespace {
 
+// Split-K: FP32 partials [split, M, N]. ws tail split: FP32 partials of split - 1 slices per tail tile, then one
+// counter per tail tile.
+size_t tail_partials_bytes(const Plan& plan) {
+    const TileConfig& t = kTiles[plan.tile];
+    return size_t(plan.tiles - plan.dp_tiles) * size_t(t.cluster) * size_t(plan.split - 1) * size_t(t.bm) *
+           size_t(t.bn) * sizeof(float);
+}
 size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
     if (plan.split < 2) return 0;
+    if (kTiles[plan.tile].kernel == Kernel::kWgmmaWs)
+        return tail_partials_bytes(plan) + size_t(plan.tiles - plan.dp_tiles) * kTiles[plan.tile].cluster *
+                                               sizeof(unsigned int);
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit once per device first
-// (`done_mask`: the caller's static, one per kernel instantiation, bit i = device i done).
+// Launches `kernel` with `smem` bytes of dynamic shared memory in clusters of `cluster` CTAs along x, raising the
+// kernel's limit once per device first (`done_mask`: the caller's static, one per kernel instantiation, bit i =
+// device i done).
 template <typename... Params>
 trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
-                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, const Params&... params) {
+                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster,
+                             const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e);
@@ -163,8 +195,20 @@ trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, 
         if (e != cudaSuccess) return cuda_fail(e);
         done_mask.fetch_or(bit);
     }
-    kernel<<<grid, threads, smem, stream>>>(params...);
-    e = cudaGetLastError();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = cluster > 1 ? 1 : 0;
+    e = cudaLaunchKernelEx(&config, kernel, params...);
+    if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
     return TRT_WOQ_OK;
 }
@@ -176,7 +220,7 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
-                         stream, args);
+                         stream, 1, args);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
@@ -185,7 +229,7 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
-                         done_mask, stream, args);
+                         done_mask, stream, 1, args);
 }
 
 // The driver's tensor-map encoder, reached through the runtime (the library does not link libcuda).
@@ -216,25 +260,37 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T>
-trt_woq_status launch_wgmma_ws(const GemmArgs& args, int split, cudaStream_t stream) {
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1>
+trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w;
-    // Activations [M, K] (16-bit elements), box 64 k x TOK rows; packed weights [N / I lines, K / 2 words], box 32
-    // words (one 128-byte line) x CH / I lines.
-    if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK) ||
+    // Activations [M, K] (16-bit elements), box 64 k x TOK / CLUSTER rows (each CTA of a cluster loads its share);
+    // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines.
+    if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK / CLUSTER) ||
         !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
         return cuda_fail(cudaErrorInvalidValue);
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T>;
+    WsSchedule sched{ceil_div(args.m, TOK), ceil_div(ceil_div(args.n, kCH), CLUSTER), static_cast<int>(plan.dp_tiles),
+                     plan.split, nullptr, nullptr};
+    const int64_t tail = plan.tiles - plan.dp_tiles;
+    if (plan.split > 1) {  // the tail tiles' counters start at zero in every launch (the workspace may be shared)
+        sched.partials = static_cast<float*>(workspace);
+        sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + tail_partials_bytes(plan));
+        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, size_t(tail) * CLUSTER * sizeof(unsigned int), stream);
+        if (e != cudaSuccess) return cuda_fail(e);
+    }
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
-    return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, kCH), split), kWsThreads, smem,
-                         done_mask, stream, args, tmap_x, tmap_w);
+    const int64_t ctas = (plan.dp_tiles + plan.split * tail) * CLUSTER;
+    if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
+                         args, sched, tmap_x, tmap_w);
 }
 
 template <int BITS, typename T>
-trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaStream_t stream) {
-    switch (tile) {
+trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* workspace, cudaStream_t stream) {
+    const int split = plan.split;
+    switch (plan.tile) {
         case 0: return launch_tile<128, 128, 2, 4, 4, BITS, T>(args, split, stream);
         case 1: return launch_tile<128, 128, 2, 4, 3, BITS, T, 2>(args, split, stream);
         case 2: return launch_tile<64, 128, 1, 4, 4, BITS, T>(args, split, stream);
@@ -242,8 +298,9 @@ trt_woq_status launch_bits_type(int tile, const GemmArgs& args, int split, cudaS
         case 4: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
         case 5: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
         case 6: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
-        case 7: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, split, stream);
-        case 8: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, split, stream);
+        case 7: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, plan, workspace, stream);
+        case 8: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, plan, workspace, stream);
+        case 9: return launch_wgmma_ws<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -275,16 +332,23 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
     if (sm == 90) {
-        // Hopper (H100 sweep, docs/performance.md): M <= 64 is bound by the weight stream: 64 tokens x 128 channels,
-        // split-K when the tiles alone give under ~two waves. Above, the warp-specialized kernels (128 x 256 for
-        // M <= 128, 256 x 128 beyond: 25-35 % faster than the 128 x 128 tile) when their tiles cover at least half
-        // the SMs (one CTA per SM); otherwise the 2-CTA/SM 128 x 128 tile with split-K, which measured as fast or
-        // faster there (14336 x 4096: 36.3 vs 46.4 us at M = 128, 60.8 vs 62.4 us at M = 256).
-        if (m > 64) {
-            const int ws = m <= 128 ? 8 : 7;
-            const int64_t ws_tiles = int64_t(ceil_div(m, kTiles[ws].bm)) * ceil_div(params->n, kTiles[ws].bn);
-            if (ws_tiles >= kSms / 2 && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
-        }
+        // Hopper (H100 sweep, docs/kernels_gemm.md): the warp-specialized tile for the M range (64 x 128 in clusters
+        // of 2 for M <= 64, 128 x 256 for M <= 128, 256 x 128 beyond). Its tail split whenever there are whole
+        // waves too; alone (every tile split) only up to 4 slices: the last slice sums the others' partials
+        // serially, and with 8 slices the split-K + reduce kernels measured faster (14336 x 4096, M = 64 / 128:
+        // 26.2 / 36.8 us vs 29.8 / 46.1 us), with 3-4 slower (8192 x 10240, M = 64: 49.6 vs 35.7 us; 14336 x 4096,
+        // M = 256: 60.8 vs 54.8 us). Whole tiles when they fill at least half a wave; for the clustered 64-token
+        // tile only INT4 within one wave, where it measured 1-3 % faster than the 64 x 128 wgmma kernel (4096 x
+        // 28672: 45.0 vs 46.0 us); beyond a wave it was not faster (8192 x 57344: 178.4 vs 173.8 us) and INT8 (6
+        // stages) was not measured alone. Otherwise the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile
+        // with split-K.
+        const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : 7);
+        const Plan tail = make_plan(2 * ws + 1, *params);
+        if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
+            return 2 * ws + 1;
+        const int64_t wave = kSms * ws_ctas_per_sm(kTiles[ws].bm) / kTiles[ws].cluster;
+        const bool whole_ok = kTiles[ws].cluster == 1 || (params->bits == 4 && tail.tiles <= wave);
+        if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
         const int tile = m <= 64 ? 4 : 5;
         if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
         if (supports(2 * tile, params, sm) == TRT_WOQ_OK) return 2 * tile;
@@ -317,7 +381,8 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     args.zeros = p->zeros;
     args.bias = p->bias;
     args.c = p->output;
-    args.partials = plan.split > 1 ? static_cast<float*>(p->workspace) : nullptr;
+    const bool ws_kernel = kTiles[plan.tile].kernel == Kernel::kWgmmaWs;  // sums its own slices
+    args.partials = plan.split > 1 && !ws_kernel ? static_cast<float*>(p->workspace) : nullptr;
     args.m = static_cast<int>(p->m);
     args.n = static_cast<int>(p->n);
     args.k = static_cast<int>(p->k);
@@ -331,12 +396,12 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     trt_woq_status r;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (p->bits == 4)
-        r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan.tile, args, plan.split, s)
-                 : launch_bits_type<4, half>(plan.tile, args, plan.split, s);
+        r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan, args, p->workspace, s)
+                 : launch_bits_type<4, half>(plan, args, p->workspace, s);
     else
-        r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan.tile, args, plan.split, s)
-                 : launch_bits_type<8, half>(plan.tile, args, plan.split, s);
-    if (r != TRT_WOQ_OK || plan.split < 2) return r;
+        r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan, args, p->workspace, s)
+                 : launch_bits_type<8, half>(plan, args, p->workspace, s);
+    if (r != TRT_WOQ_OK || plan.split < 2 || ws_kernel) return r;
     return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
 }
 
@@ -353,7 +418,8 @@ int32_t trt_woq_gemm_candidate_count(void) { return kNumCandidates; }
 
 trt_woq_status trt_woq_gemm_candidate_describe(int32_t id, char* buf, size_t buf_size) {
     if (id < 0 || id >= kNumCandidates || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    std::snprintf(buf, buf_size, "gemm_%s%s", kTiles[id / 2].name, id % 2 ? "_splitk" : "");
+    const char* split = kTiles[id / 2].kernel == Kernel::kWgmmaWs ? "_tailsplit" : "_splitk";
+    std::snprintf(buf, buf_size, "gemm_%s%s", kTiles[id / 2].name, id % 2 ? split : "");
     return TRT_WOQ_OK;
 }
 

@@ -43,7 +43,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 }  // namespace
 
-// Names and order as trt_woq_gemm_candidate_describe() (gemm.cu's tile table, id = 2 * tile + splitk).
+// Names and order as trt_woq_gemm_candidate_describe() (gemm.cu's tile table, id = 2 * tile + split variant).
 const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(0, "gemm_mma_128x128x64_s4"),    TRT_WOQ_GEMM_CANDIDATE(1, "gemm_mma_128x128x64_s4_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(2, "gemm_mma_128x128x64_s3_o2"), TRT_WOQ_GEMM_CANDIDATE(3, "gemm_mma_128x128x64_s3_o2_splitk"),
@@ -52,8 +52,9 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(8, "gemm_wgmma_64x128x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(9, "gemm_wgmma_64x128x64_s6_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_128x128x64_s4_o2"), TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_128x128x64_s4_o2_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(12, "gemm_wgmma_64x64x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(13, "gemm_wgmma_64x64x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_ws_256x128x64_s5"), TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_ws_256x128x64_s5_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_ws_128x256x64_s6_splitk"),
+    TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_ws_256x128x64_s5"), TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_ws_256x128x64_s5_tailsplit"),
+    TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_ws_128x256x64_s6_tailsplit"),
+    TRT_WOQ_GEMM_CANDIDATE(18, "gemm_wgmma_ws_64x128x64_s8_c2"), TRT_WOQ_GEMM_CANDIDATE(19, "gemm_wgmma_ws_64x128x64_s8_c2_tailsplit"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 

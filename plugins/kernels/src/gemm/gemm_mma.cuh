@@ -183,15 +183,17 @@ struct Ops<__nv_bfloat16> {
 // stay in L2) and each weight tile is read from DRAM once per band, instead of the whole activation being streamed
 // from DRAM once per N tile when it does not fit in L2 (M = 4096, K = 8192: 64 MB).
 constexpr int kBand = 8;
-__device__ __forceinline__ void tile_coords(int& m_tile, int& n_tile) {
-    const int mt = gridDim.x, nt = gridDim.y;
-    const int lin = blockIdx.y * mt + blockIdx.x;
+// Tile `lin` (launch order) of an mt x nt grid of output tiles.
+__device__ __forceinline__ void band_coords(int lin, int mt, int nt, int& m_tile, int& n_tile) {
     const int band = lin / (kBand * nt);
     const int first = band * kBand;
     const int rows = min(mt - first, kBand);
     const int in_band = lin - band * kBand * nt;
     m_tile = first + in_band % rows;
     n_tile = in_band / rows;
+}
+__device__ __forceinline__ void tile_coords(int& m_tile, int& n_tile) {
+    band_coords(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, m_tile, n_tile);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

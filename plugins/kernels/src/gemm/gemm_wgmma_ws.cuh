@@ -17,8 +17,20 @@
 //     one arrival per consumer thread) once the wgmma group that read it has completed. setmaxnreg moves registers
 //     from the producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
 //   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
-//     rows (or the FP32 split-K partials, summed by gemm_splitk_reduce as for the other kernels) are written with
-//     16-byte stores along N.
+//     rows are written with 16-byte stores along N.
+//   * CLUSTER = 2 (the 64-token tile, M <= 64): the two CTAs of a cluster take neighbouring N tiles of the same
+//     tokens and each loads half of the activation tile with a multicast TMA into both: the activation, 2/3 of a
+//     128-channel CTA's inbound bytes at 64 tokens and re-read from L2 by every CTA, is read once per pair. Each
+//     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
+//     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
+//     while its peer may still arrive on its barriers.
+//   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves),
+//     the tiles after them (the last partial wave) are split into `split` K slices each. Why: one CTA per SM, so
+//     e.g. 192 tiles on 132 SMs take two tile-times with the second wave half empty; splitting the 60 tail tiles
+//     in two makes it 1.5. The slices are summed in the kernel, no reduce kernel: slices 0 .. split-2 store their
+//     FP32 accumulators to the workspace (coalesced, in register order) and bump the tile's counter; the last
+//     slice (launched after them, so they are resident or done) waits for the counter, adds the partials in
+//     slice order (deterministic) and runs the normal epilogue.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is reached through the runtime, libcuda is not linked)
@@ -29,17 +41,29 @@ namespace trt_woq {
 namespace gemm {
 
 constexpr int kWsConsumers = 2;                      // consumer warpgroups
-constexpr int kWsThreads = (kWsConsumers + 1) * 128;  // + the producer warpgroup (one warp of it works)
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;  // after setmaxnreg: 128 * 40 + 256 * 232 <= 64K
 static_assert(128 * kWsProducerRegs + 128 * kWsConsumers * kWsConsumerRegs <= 65536, "register file");
+// CTAs per SM: the 64-token tile (32 accumulators per thread) runs two, so that an SM has four consumer
+// warpgroups to hide the latency of the weight stream; the larger tiles one.
+__host__ __device__ constexpr int ws_ctas_per_sm(int tok) { return tok <= 64 ? 2 : 1; }
+// Threads: one CTA per SM: a producer warpgroup (its warp 0 works; setmaxnreg moves the registers of the
+// warpgroup to the consumers), then the consumer warpgroups. Two CTAs per SM: the consumer warpgroups, then a
+// single producer warp (no setmaxnreg; 288 threads leave the consumers 112 registers, where 384 would leave 80
+// and serialize the wgmma).
+__host__ __device__ constexpr bool ws_reg_shift(int tok) { return ws_ctas_per_sm(tok) == 1; }
+__host__ __device__ constexpr int ws_threads(int tok) {
+    return ws_reg_shift(tok) ? (kWsConsumers + 1) * 128 : kWsConsumers * 128 + 32;
+}
 
-// Shared-memory geometry: STAGES x {activation tile, packed lines, scales, zeros}, each stage 1024-byte aligned (the
-// 128-byte swizzle atom); the epilogue's FP32 staging tile [TOK][CH + 4] (padded against bank conflicts) reuses the
-// same bytes; the 2 x STAGES mbarriers follow. Plain constexpr functions, so the host sizes the launch with them.
+// Shared-memory geometry: `stages` x {activation tile, packed lines, scales, zeros}, each stage 1024-byte aligned
+// (the 128-byte swizzle atom); the epilogue's FP32 staging tile [TOK][CH + 4] (padded against bank conflicts) reuses
+// the same bytes; the 2 x `stages` mbarriers follow. `stages` is max_stages, or fewer where the CTAs per SM would
+// not fit in the SM's 228 KB (the 2-CTA tile with INT8 weights). Plain constexpr functions, so the host sizes the
+// launch with them.
 struct WsGeometry {
-    int lines, x_bytes, w_bytes, s_bytes, stage_bytes, epi_pitch, epi_bytes, data_bytes, smem_bytes;
+    int stages, lines, x_bytes, w_bytes, s_bytes, stage_bytes, epi_pitch, epi_bytes, data_bytes, smem_bytes;
 };
-__host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int stages, int bits) {
+__host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_stages, int bits) {
     WsGeometry g{};
     g.lines = ch / (bits == 8 ? 2 : 4);
     g.x_bytes = tok * kBK * 2;
@@ -48,10 +72,26 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int stages
     g.stage_bytes = (g.x_bytes + g.w_bytes + 2 * g.s_bytes + 1023) / 1024 * 1024;
     g.epi_pitch = ch + 4;  // floats
     g.epi_bytes = tok * g.epi_pitch * 4;
-    g.data_bytes = stages * g.stage_bytes > g.epi_bytes ? stages * g.stage_bytes : g.epi_bytes;
-    g.smem_bytes = g.data_bytes + 2 * stages * 8 + 1024;  // + barriers + alignment slack
+    const int budget = 228 * 1024 / ws_ctas_per_sm(tok) - 1024;  // per CTA, less the 1 KB the system reserves
+    for (g.stages = max_stages; g.stages > 2; --g.stages) {
+        g.data_bytes = g.stages * g.stage_bytes > g.epi_bytes ? g.stages * g.stage_bytes : g.epi_bytes;
+        g.smem_bytes = g.data_bytes + 2 * g.stages * 8 + 1024;  // + barriers + alignment slack
+        if (g.smem_bytes <= budget) break;
+    }
+    g.data_bytes = g.stages * g.stage_bytes > g.epi_bytes ? g.stages * g.stage_bytes : g.epi_bytes;
+    g.smem_bytes = g.data_bytes + 2 * g.stages * 8 + 1024;
     return g;
 }
+
+// The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
+// units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + split * (units - dp_tiles)) CTAs. partials:
+// [(units - dp_tiles) * CLUSTER * (split - 1)][TOK * CH] FP32; flags: one zeroed counter per tail tile (the host
+// clears them before the launch).
+struct WsSchedule {
+    int m_tiles, n_units, dp_tiles, split;
+    float* partials;
+    unsigned int* flags;
+};
 
 #ifdef TRT_WOQ_WGMMA
 #define TRT_WOQ_WGMMA_M64N256K16(TYPE)                                                                       \
@@ -96,6 +136,25 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
             : "memory");
     } while (!done);
 }
+// The same box written to the same offset of every CTA of the cluster in `mask` (and complete_tx on each one's
+// barrier at `bar`'s offset).
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int inner, int outer,
+                                                      uint32_t bar, uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+        "%3}], [%4], %5;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
+        : "memory");
+}
+// Arrive on the barrier at the same offset in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int inner, int outer, uint32_t bar) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
@@ -111,20 +170,28 @@ template <int REGS>
 __device__ __forceinline__ void regs_alloc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }
+// Tail-split counters: release add by the slices that stored partials, acquire load by the slice that sums them.
+__device__ __forceinline__ void flag_release_add(unsigned int* flag) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(flag) : "memory");
+}
+__device__ __forceinline__ unsigned int flag_acquire_load(const unsigned int* flag) {
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    return v;
+}
 // Barrier of the consumer warpgroups only (id 1; 0 is __syncthreads).
 __device__ __forceinline__ void consumers_sync() {
     asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumers * 128) : "memory");
 }
 #endif
 
-// Writes the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to rows m0 .. of `out`: Y in T with the
-// bias added, or FP32 split-K partials. V contiguous channels per thread: one 16-byte store when N and the pointer
-// allow it, else 2-channel stores (N is even).
-template <int V, int TOK, int CH, int PITCH, typename OutT>
+// Writes the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to rows m0 .. of Y with the bias added. V = 8
+// contiguous channels per thread: one 16-byte store when N and the pointer allow it, else 2-channel stores (N is
+// even).
+template <int TOK, int CH, int PITCH, typename OutT>
 __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, int n0, const GemmArgs& args,
                                            OutT* out) {
-    constexpr bool kFloat = std::is_same<OutT, float>::value;
-    static_assert(V == (kFloat ? 4 : 8), "one 16-byte store per chunk");
+    constexpr int V = 8;
     constexpr int kChunks = CH / V, kRowStep = kWsConsumers * 128 / kChunks;
     static_assert(kWsConsumers * 128 % kChunks == 0, "each thread keeps one chunk column");
     const int c = ctid % kChunks, n = n0 + c * V;
@@ -133,13 +200,11 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
     float bias[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) bias[v] = 0.f;
-    if constexpr (!kFloat) {
-        const OutT* b = static_cast<const OutT*>(args.bias);
-        if (b != nullptr)
+    const OutT* b = static_cast<const OutT*>(args.bias);
+    if (b != nullptr)
 #pragma unroll
-            for (int v = 0; v < V; ++v)
-                if (n + v < args.n) bias[v] = float(b[n + v]);
-    }
+        for (int v = 0; v < V; ++v)
+            if (n + v < args.n) bias[v] = float(b[n + v]);
     for (int r = ctid / kChunks; r < TOK && m0 + r < args.m; r += kRowStep) {
         float x[V];
 #pragma unroll
@@ -151,43 +216,35 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
             x[4 * q + 3] = f.w + bias[4 * q + 3];
         }
         OutT* dst = out + (size_t)(m0 + r) * args.n + n;
-        if constexpr (kFloat) {
-            if (whole) {
-                *reinterpret_cast<float4*>(dst) = make_float4(x[0], x[1], x[2], x[3]);
-            } else {
+        using T2 = typename Ops<OutT>::T2;
+        uint32_t words[V / 2];
 #pragma unroll
-                for (int p = 0; p < V / 2; ++p)
-                    if (n + 2 * p < args.n) *reinterpret_cast<float2*>(dst + 2 * p) = make_float2(x[2 * p], x[2 * p + 1]);
-            }
+        for (int p = 0; p < V / 2; ++p) {
+            T2 t;
+            t.x = OutT(x[2 * p]);
+            t.y = OutT(x[2 * p + 1]);
+            words[p] = *reinterpret_cast<uint32_t*>(&t);
+        }
+        if (whole) {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
         } else {
-            using T2 = typename Ops<OutT>::T2;
-            uint32_t words[V / 2];
 #pragma unroll
-            for (int p = 0; p < V / 2; ++p) {
-                T2 t;
-                t.x = OutT(x[2 * p]);
-                t.y = OutT(x[2 * p + 1]);
-                words[p] = *reinterpret_cast<uint32_t*>(&t);
-            }
-            if (whole) {
-                *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
-            } else {
-#pragma unroll
-                for (int p = 0; p < V / 2; ++p)
-                    if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
-            }
+            for (int p = 0; p < V / 2; ++p)
+                if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
         }
     }
 }
 
-// TOK tokens x CH = 2 x MT x 64 channels per CTA; STAGES pipeline stages.
-template <int TOK, int MT, int STAGES, int BITS, typename T>
-__global__ void __launch_bounds__(kWsThreads, 1)
-    gemm_wgmma_ws_kernel(const GemmArgs args, const __grid_constant__ CUtensorMap tmap_x,
+// TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
+// share the activation tile.
+template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER>
+__global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
+    gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w) {
 #ifdef TRT_WOQ_WGMMA
     constexpr int kCH = kWsConsumers * MT * 64;
-    constexpr WsGeometry L = ws_geometry(TOK, kCH, STAGES, BITS);
+    constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS);
+    constexpr int STAGES = L.stages;
     static_assert(L.x_bytes % 1024 == 0, "the weight lines must start 1024-byte aligned (swizzle atom)");
     static_assert(TOK <= 256 && L.lines <= 256, "TMA box dimensions are at most 256");
     using O = Ops<T>;
@@ -206,22 +263,34 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-    int m_tile, n_tile;
-    tile_coords(m_tile, n_tile);
-    const int m0 = m_tile * TOK, n0 = n_tile * kCH;
+    // This CTA's tile and K slice: whole tiles first, then slice-major over the tail tiles (in cluster units; the
+    // cluster's CTA `rank` takes the rank-th N tile of its unit: past N for the last unit of an odd count, where it
+    // only loads its half of the activations and stores nothing).
+    const int unit = blockIdx.x / CLUSTER, rank = blockIdx.x % CLUSTER;
+    const int tail_tiles = sched.m_tiles * sched.n_units - sched.dp_tiles;
+    const bool in_tail = unit >= sched.dp_tiles;
+    const int tail_idx = in_tail ? (unit - sched.dp_tiles) % tail_tiles : 0;
+    const int slice = in_tail ? (unit - sched.dp_tiles) / tail_tiles : 0;
+    int m_tile, n_unit;
+    band_coords(in_tail ? sched.dp_tiles + tail_idx : unit, sched.m_tiles, sched.n_units, m_tile, n_unit);
+    const int m0 = m_tile * TOK, n0 = (n_unit * CLUSTER + rank) * kCH;
     const int k_tiles = args.k / kBK;
-    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
-    const int n_k = max(0, min(k_tiles, kt_begin + args.k_tiles_per_split) - kt_begin);
+    const int kt_begin = slice * args.k_tiles_per_split;
+    const int kt_end = in_tail ? min(k_tiles, kt_begin + args.k_tiles_per_split) : k_tiles;  // whole tiles: all of K
+    const int n_k = max(0, kt_end - kt_begin);
     const bool has_zeros = args.zeros != nullptr;
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
-            mbar_init(empty_bar + 8 * s, kWsConsumers * 128);    // one arrival per consumer thread
+            mbar_init(empty_bar + 8 * s, CLUSTER * kWsConsumers * 128);  // per consumer thread of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1)
+        cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrival
+    else
+        __syncthreads();
 
     // Warp 0 of the producer warpgroup: lane 0 issues the TMA loads, all lanes copy the scale / zero rows.
     auto produce = [&]() {
@@ -232,7 +301,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             if (i >= STAGES) mbar_wait(empty_bar + 8 * s, ((i / STAGES) - 1) & 1);
             if (lane == 0) {
                 mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
-                tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
+                if constexpr (CLUSTER > 1)
+                    tma_load_2d_multicast(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK,
+                                          m0 + rank * (TOK / CLUSTER), full_bar + 8 * s, (1u << CLUSTER) - 1);
+                else
+                    tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
                 tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
             }
             // Scale (zero) rows of the groups this tile touches: one when group >= 64, two when group == 32.
@@ -258,18 +331,23 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             cp_async_wait<0>();
             mbar_arrive(full_bar + 8 * ((n_k - 1) % STAGES));
         }
+        // Cluster: the last stages' releases include the peer's remote arrivals; this CTA stays until they landed.
+        if constexpr (CLUSTER > 1)
+            for (int j = max(0, n_k - STAGES); j < n_k; ++j) mbar_wait(empty_bar + 8 * (j % STAGES), (j / STAGES) & 1);
     };
 
-    if (wg == 0) {
-        // Producer warpgroup: warp 0 loads, the other three only give their registers back.
-        regs_dealloc<kWsProducerRegs>();
-        if (warp == 0) produce();
+    constexpr bool kRegShift = ws_reg_shift(TOK);
+    constexpr int kConsumer0 = kRegShift ? 128 : 0;  // first consumer thread
+    if (kRegShift ? wg == 0 : wg == kWsConsumers) {
+        // Producer: warp 0 of the first warpgroup (the other three only give their registers back), or the last warp.
+        if constexpr (kRegShift) regs_dealloc<kWsProducerRegs>();
+        if (warp == (kRegShift ? 0 : 4 * kWsConsumers)) produce();
         return;
     }
 
     // Consumer warpgroups.
-    regs_alloc<kWsConsumerRegs>();
-    const int cw = wg - 1, wq = warp & 3, ctid = tid - 128;
+    if constexpr (kRegShift) regs_alloc<kWsConsumerRegs>();
+    const int ctid = tid - kConsumer0, cw = ctid / 128, wq = warp & 3;
     constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per packed word
     constexpr int kSteps = kBK / 16;
     // This thread's channels (rows g and g + 8 of its warp's 16 in each m64 block) and where their words are in a
@@ -346,7 +424,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     };
     // Every consumer thread arrives for its own reads of the stage (release semantics), so the producer's
     // overwrite is ordered after each of them without relying on a warp barrier.
-    auto release = [&](int i) { mbar_arrive(empty_bar + 8 * (i % STAGES)); };
+    auto release = [&](int i) {
+        mbar_arrive(empty_bar + 8 * (i % STAGES));
+#pragma unroll
+        for (int r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(empty_bar + 8 * (i % STAGES), (rank + r) % CLUSTER);
+    };
     // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1 is
     // converted into the fragments group i - 1 used, while group i runs.
     uint32_t af0[MT][kSteps][4], af1[MT][kSteps][4];
@@ -364,6 +446,35 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     if (i < n_k) step(i, af0, af1);
     wgmma_wait<0>();
+    if (n_k > 0) release(n_k - 1);  // (awaited only by a cluster's producers)
+
+    if (in_tail) {
+        // Tail tile: slices 0 .. split-2 hand their accumulators over, the last slice sums them (in slice order).
+        constexpr int kAcc = MT * TOK / 2, kPart = kAcc * kWsConsumers * 128;
+        const int tail_tile = tail_idx * CLUSTER + rank;
+        float* part = sched.partials + (size_t)tail_tile * (sched.split - 1) * kPart + ctid;
+        unsigned int* flag = sched.flags + tail_tile;
+        if (slice + 1 < sched.split) {
+            float* dst = part + (size_t)slice * kPart;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < TOK / 2; ++j) __stcg(dst + (mt * TOK / 2 + j) * (kWsConsumers * 128), acc[mt][j]);
+            __threadfence();
+            consumers_sync();
+            if (ctid == 0) flag_release_add(flag);
+            return;
+        }
+        if (ctid == 0)
+            while (flag_acquire_load(flag) < unsigned(sched.split - 1)) __nanosleep(128);
+        consumers_sync();
+        for (int z = 0; z + 1 < sched.split; ++z)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < TOK / 2; ++j)
+                    acc[mt][j] += __ldcg(part + (size_t)z * kPart + (mt * TOK / 2 + j) * (kWsConsumers * 128));
+    }
 
     // Epilogue: both consumer warpgroups are past their last read of every stage before the staging tile
     // overwrites them. acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token
@@ -378,11 +489,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             for (int e = 0; e < 4; ++e)
                 epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] = acc[mt][4 * j + e];
     consumers_sync();
-    if (args.partials == nullptr)
-        store_rows<8, TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
-    else
-        store_rows<4, TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args,
-                                              args.partials + (size_t)blockIdx.z * args.m * args.n);
+    store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
 #endif
