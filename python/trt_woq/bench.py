@@ -10,6 +10,11 @@ Timing: every method's calls are captured in one CUDA graph that cycles through 
 over 25 replays of (replay time / calls). Weight values are random (speed does not depend on them; correctness is
 tests/device/kernels_check.py's job).
 
+Clocks: seconds of compute-bound GEMMs at M >= 256 push an H100 to its power cap (700 W, SM clock down to ~1.3 GHz),
+which slows the latency-bound kernels timed right after them (ours at M <= 64) but not the DRAM-bound cuBLAS calls.
+So the run pauses ``--settle`` seconds before a group of M <= 64 that follows a group of M >= 256, and records the SM
+clock after every (K, N, M) group (``sm_mhz`` in the JSON, ``SM MHz`` in the table; needs nvidia-ml-py).
+
 Needs torch with CUDA (benchmark only; the library itself never imports torch).
 
     python -m trt_woq.bench                       # the issue's shapes, M = 1, 4, 16; table + bench.json
@@ -227,7 +232,15 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
     return setups
 
 
-def run(shapes, ms, methods, sweep_candidates=False, log=print) -> dict:
+def sm_clock_mhz() -> int | None:
+    """The current SM clock of device 0 (NVML through torch), or None where NVML is not available."""
+    try:
+        return int(_torch().cuda.clock_rate(0))
+    except Exception:  # no nvidia-ml-py, or NVML refused: the figure is informative only
+        return None
+
+
+def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float = 2.0) -> dict:
     torch = _torch()
     lib = K.load()
     props = torch.cuda.get_device_properties(0)
@@ -236,9 +249,13 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print) -> dict:
     log(f"device {props.name}, sm {props.major}{props.minor}, L2 {l2 >> 20} MiB, copy bandwidth {copy_gbps:.0f} GB/s "
         f"(read + write)")
     rows: list[Row] = []
+    sm_mhz: dict[str, int | None] = {}
+    after_compute_bound = False
     for k, n in shapes:
         setups = build_setups(lib, k, n, l2, methods, sweep_candidates)
         for m in ms:
+            if after_compute_bound and m <= 64 and settle_s > 0:
+                time.sleep(settle_s)  # leave the power cap the previous group's GEMMs ran into (module docstring)
             for name, st in setups.items():
                 if isinstance(st, Exception):
                     rows.append(Row(k, n, m, name, None, 0, error=f"{type(st).__name__}: {st}"))
@@ -255,7 +272,9 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print) -> dict:
                     rows.append(Row(k, n, m, name, us, st.weight_bytes))
                 except Exception as e:
                     rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(e).__name__}: {e}"))
-            log(summary_line(rows, k, n, m, copy_gbps))
+            sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
+            after_compute_bound = m >= 256
+            log(summary_line(rows, k, n, m, copy_gbps, sm_mhz[f"{k}x{n}/m{m}"]))
         del setups
         torch.cuda.empty_cache()
     dispatch = {}
@@ -272,6 +291,7 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print) -> dict:
         "copy_gbps": copy_gbps,
         "l2_bytes": l2,
         "dispatch_int4_g128": dispatch,
+        "sm_mhz": sm_mhz,
         "rows": [dict(k=r.k, n=r.n, m=r.m, method=r.method, us=r.us, weight_bytes=r.weight_bytes, gbps=r.gbps,
                       frac_copy=(r.gbps / copy_gbps if r.gbps else None), tflops=r.tflops, error=r.error)
                  for r in rows],
@@ -285,7 +305,7 @@ def _get(rows, k, n, m, method):
     return None
 
 
-def summary_line(rows, k, n, m, copy_gbps) -> str:
+def summary_line(rows, k, n, m, copy_gbps, mhz=None) -> str:
     def us(meth):
         r = _get(rows, k, n, m, meth)
         return f"{r.us:8.1f}" if r and r.us else "     n/a"
@@ -305,7 +325,7 @@ def summary_line(rows, k, n, m, copy_gbps) -> str:
     line = (f"{k:>6}x{n:<6} M={m:<3}| " + " ".join(us(x) for x in BASELINES) + " | " + " ".join(us(x) for x in OURS)
             + f" | {frac('int4_g128')} {frac('int8_pc')} | {ratio('int4_g128', 'cublas_fp16')} "
             f"{ratio('int4_g128', 'torch_int4')} {ratio('int8_pc', 'cublas_fp16')} | {tflops('int4_g128')} "
-            f"{tflops('cublas_fp16')}")
+            f"{tflops('cublas_fp16')} | {mhz if mhz else 'n/a':>6}")
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
         line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
@@ -318,7 +338,7 @@ def summary_line(rows, k, n, m, copy_gbps) -> str:
 
 HEADER = (f"{'K x N':>13} {'M':<4}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>8} | {'int8pc':>8} {'int4g128':>8} "
           f"{'int4asym':>8} | {'i4 %BW':>6} {'i8 %BW':>6} | {'i4/cuB':>6} {'i4/ti4':>6} {'i8/cuB':>6} | "
-          f"{'i4 TF/s':>6} {'cuB TF/s':>6}   (times in us)")
+          f"{'i4 TF/s':>6} {'cuB TF/s':>6} | {'SM MHz':>6}   (times in us)")
 
 
 def markdown(result: dict) -> str:
@@ -326,10 +346,11 @@ def markdown(result: dict) -> str:
     rows = [Row(r["k"], r["n"], r["m"], r["method"], r["us"], r["weight_bytes"], r.get("error") or "")
             for r in result["rows"]]
     copy = result["copy_gbps"]
+    clocks = result.get("sm_mhz", {})
     keys = sorted({(r.k, r.n, r.m) for r in rows}, key=lambda t: (t[0] * t[1], t[0], t[2]))
     head = ("| K x N | M | cuBLAS fp16 | cuBLAS bf16 | torch int4 | ours INT8 pc | ours INT4 g128 | ours INT4 g128 asym "
             "| INT4 GB/s (% copy) | INT8 GB/s (% copy) | INT4 / cuBLAS | INT4 / torch int4 | INT8 / cuBLAS "
-            "| INT4 TFLOP/s | cuBLAS fp16 TFLOP/s |")
+            "| INT4 TFLOP/s | cuBLAS fp16 TFLOP/s | SM MHz |")
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
 
     def t(k, n, m, meth):
@@ -356,7 +377,7 @@ def markdown(result: dict) -> str:
 
         out.append(f"| {k} x {n} | {m} | {f(c16)} | {f(cbf)} | {f(ti4)} | {f(i8)} | {f(i4)} | {f(i4a)} | {bw(r4)} "
                    f"| {bw(r8)} | {x(c16, i4)} | {x(ti4, i4)} | {x(c16, i8)} | {tf('int4_g128')} "
-                   f"| {tf('cublas_fp16')} |")
+                   f"| {tf('cublas_fp16')} | {clocks.get(f'{k}x{n}/m{m}') or 'n/a'} |")
     return "\n".join(out)
 
 
@@ -396,6 +417,8 @@ def main(argv=None) -> int:
     ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
+    ap.add_argument("--settle", type=float, default=2.0, metavar="SECONDS",
+                    help="pause before an M <= 64 group that follows an M >= 256 group (default 2; 0: none)")
     ap.add_argument("--one", help="METHOD,M,K,N: launch one case a few times and exit (for ncu)")
     ap.add_argument("--markdown", metavar="JSON", help="print the markdown table of a saved run and exit (no GPU)")
     args = ap.parse_args(argv)
@@ -416,7 +439,8 @@ def main(argv=None) -> int:
         return 0
     ms = [int(x) for x in args.m.split(",")]
     print(HEADER, flush=True)
-    result = run(args.shapes, ms, args.methods.split(","), args.candidates, log=lambda s: print(s, flush=True))
+    result = run(args.shapes, ms, args.methods.split(","), args.candidates, log=lambda s: print(s, flush=True),
+                 settle_s=args.settle)
     result["command"] = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
