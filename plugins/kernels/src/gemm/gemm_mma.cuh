@@ -66,6 +66,21 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// One channel pair of the scale (and zero) rows that K tile k0 .. k0 + 63 touches, into a stage's rows [2][BN]:
+// item i is group row r = i / (BN / 2) (one row when group >= 64, two when group == 32) and pair p = i % (BN / 2).
+// Rows past the tile's groups and channels past N are zero-filled.
+template <int BN, typename T>
+__device__ __forceinline__ void copy_group_rows(T* ss, T* sz, const T* S, const T* Z, int i, int k0, int n0,
+                                                const GemmArgs& args) {
+    const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
+    const int r = i / (BN / 2), p = i % (BN / 2);
+    const int g = g_first + r, n = n0 + 2 * p;
+    const bool ok = g <= g_last && n < args.n;
+    const size_t off = ok ? (size_t)g * args.n + n : 0;
+    cp_async4(ss + r * BN + 2 * p, S + off, ok);
+    if (Z != nullptr) cp_async4(sz + r * BN + 2 * p, Z + off, ok);
+}
+
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -288,18 +303,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
         uint32_t* sb = stage_b(s);
 #pragma unroll
         for (int it = 0; it < kBIters; ++it) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
-        // Scale (and zero) rows of the groups this K tile touches: one when group >= 64, two when group == 32.
-        const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
-        T* ss = stage_s(s);
-        T* sz = stage_z(s);
-        for (int i = tid; i < 2 * (BN / 2); i += kThreads) {
-            const int r = i / (BN / 2), p = i % (BN / 2);
-            const int g = g_first + r, n = n0 + 2 * p;
-            const bool ok = g <= g_last && n < args.n;
-            const size_t off = ok ? (size_t)g * args.n + n : 0;
-            cp_async4(ss + r * BN + 2 * p, S + off, ok);
-            if (has_zeros) cp_async4(sz + r * BN + 2 * p, Z + off, ok);
-        }
+        for (int i = tid; i < BN; i += kThreads) copy_group_rows<BN>(stage_s(s), stage_z(s), S, Z, i, k0, n0, args);
     };
 
     float acc[kMT][kNT][4];

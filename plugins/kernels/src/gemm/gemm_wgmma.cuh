@@ -164,15 +164,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
 #pragma unroll
         for (int it = 0; it < kBIters; ++it)
             if (b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
-        const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
-        if (tid < kBN) {  // two group rows x 64 pairs
-            const int r = tid / (kBN / 2), p = tid % (kBN / 2);
-            const int g = g_first + r, n = n0 + 2 * p;
-            const bool ok = g <= g_last && n < args.n;
-            const size_t off = ok ? (size_t)g * args.n + n : 0;
-            cp_async4(stage_s(s) + r * kBN + 2 * p, S + off, ok);
-            if (has_zeros) cp_async4(stage_z(s) + r * kBN + 2 * p, Z + off, ok);
-        }
+        if (tid < kBN) copy_group_rows<kBN>(stage_s(s), stage_z(s), S, Z, tid, k0, n0, args);
     };
 
     // This thread's two channels (rows g and g + 8 of its warp's 16) and their words' places in a packed tile.

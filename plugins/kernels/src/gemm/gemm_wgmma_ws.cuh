@@ -308,17 +308,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                     tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
                 tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
             }
-            // Scale (zero) rows of the groups this tile touches: one when group >= 64, two when group == 32.
-            const int k0 = kt * kBK;
-            const int g_first = k0 >> args.group_shift, g_last = (k0 + kBK - 1) >> args.group_shift;
-            for (int j = lane; j < kCH; j += 32) {
-                const int r = j / (kCH / 2), p = j % (kCH / 2);
-                const int g = g_first + r, n = n0 + 2 * p;
-                const bool ok = g <= g_last && n < args.n;
-                const size_t off = ok ? (size_t)g * args.n + n : 0;
-                cp_async4(stage_s(s) + r * kCH + 2 * p, S + off, ok);
-                if (has_zeros) cp_async4(stage_z(s) + r * kCH + 2 * p, Z + off, ok);
-            }
+            for (int j = lane; j < kCH; j += 32)
+                copy_group_rows<kCH>(stage_s(s), stage_z(s), S, Z, j, kt * kBK, n0, args);
             // This lane's copies of the previous tile have landed: arrive for them (release: visible to the
             // consumers that acquire the barrier).
             cp_async_commit();
