@@ -73,14 +73,11 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
     g.epi_pitch = ch + 4;  // floats
     g.epi_bytes = tok * g.epi_pitch * 4;
     const int budget = 228 * 1024 / ws_ctas_per_sm(tok) - 1024;  // per CTA, less the 1 KB the system reserves
-    for (g.stages = max_stages; g.stages > 2; --g.stages) {
+    for (g.stages = max_stages;; --g.stages) {  // down to 2 stages at least
         g.data_bytes = g.stages * g.stage_bytes > g.epi_bytes ? g.stages * g.stage_bytes : g.epi_bytes;
         g.smem_bytes = g.data_bytes + 2 * g.stages * 8 + 1024;  // + barriers + alignment slack
-        if (g.smem_bytes <= budget) break;
+        if (g.smem_bytes <= budget || g.stages == 2) return g;
     }
-    g.data_bytes = g.stages * g.stage_bytes > g.epi_bytes ? g.stages * g.stage_bytes : g.epi_bytes;
-    g.smem_bytes = g.data_bytes + 2 * g.stages * 8 + 1024;
-    return g;
 }
 
 // The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
@@ -94,28 +91,6 @@ struct WsSchedule {
 };
 
 #ifdef TRT_WOQ_WGMMA
-#define TRT_WOQ_WGMMA_M64N256K16(TYPE)                                                                       \
-    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"                                                       \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " "                                  \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "  \
-                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                                              \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
-__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N256K16("f16");
-}
-__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N256K16("bf16");
-}
-#undef TRT_WOQ_WGMMA_M64N256K16
-
-template <int TOK, typename T>
-__device__ __forceinline__ void wgmma_tok_ws(float (&d)[TOK / 2], const uint32_t (&a)[4], uint64_t desc) {
-    if constexpr (TOK == 256 && std::is_same<T, half>::value) wgmma_m64n256k16_f16(d, a, desc);
-    if constexpr (TOK == 256 && !std::is_same<T, half>::value) wgmma_m64n256k16_bf16(d, a, desc);
-    if constexpr (TOK < 256) wgmma_tok<TOK, T>(d, a, desc);
-}
-
 // mbarrier, TMA and register-reconfiguration wrappers (PTX ISA 8.0, sm_90).
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -248,7 +223,6 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     static_assert(L.x_bytes % 1024 == 0, "the weight lines must start 1024-byte aligned (swizzle atom)");
     static_assert(TOK <= 256 && L.lines <= 256, "TMA box dimensions are at most 256");
     using O = Ops<T>;
-    using T2 = typename O::T2;
     constexpr int kI = BITS == 8 ? 2 : 4;
 
     extern __shared__ unsigned char smem_raw[];
@@ -355,8 +329,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             w_xor[mt][h] = line & 7;
             w_chunk0[mt][h] = (c % kI) * (4 / kSPW);
         }
-    const auto zq_sym8 = O::int8_zero(128.f);
-    const auto zq_sym4 = O::int4_zero(8.f);
+    const auto zq_sym = zero_point<BITS, T>(BITS == 8 ? 128.f : 8.f);
     const int gshift = args.group_shift;
 
     using Frags = uint32_t[MT][kSteps][4];
@@ -380,19 +353,9 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                     const bool second = ((k0 + blk * 16 * kSPW) >> gshift) != g0;  // group 32: second group row
                     const uint32_t w = sw[w_base[mt][h] + ((w_chunk0[mt][h] + blk) ^ w_xor[mt][h]) * 4];
                     const uint16_t sbits = second ? s_hi : s_lo, zbits = second ? z_hi : z_lo;
-                    const T2 s2 = O::bcast(*reinterpret_cast<const T*>(&sbits));
                     const float z = float(*reinterpret_cast<const T*>(&zbits));
-                    if constexpr (BITS == 8) {
-                        O::int8_to_frag(w, has_zeros ? O::int8_zero(z) : zq_sym8, s2, af[mt][blk][h],
-                                        af[mt][blk][2 + h]);
-                    } else {
-                        uint32_t b[4];
-                        O::int4_to_frag(w, has_zeros ? O::int4_zero(z) : zq_sym4, s2, b);
-                        af[mt][2 * blk][h] = b[0];
-                        af[mt][2 * blk][2 + h] = b[1];
-                        af[mt][2 * blk + 1][h] = b[2];
-                        af[mt][2 * blk + 1][2 + h] = b[3];
-                    }
+                    word_to_a_frags<BITS, T>(w, has_zeros ? zero_point<BITS, T>(z) : zq_sym,
+                                             O::bcast(*reinterpret_cast<const T*>(&sbits)), blk, h, af[mt]);
                 }
             }
     };
@@ -402,15 +365,12 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
 #pragma unroll
         for (int j = 0; j < TOK / 2; ++j) acc[mt][j] = 0.f;
     auto issue = [&](int i, const Frags& af) {
-        // K-major, 128-byte swizzle: start >> 4, leading offset 1 (unused), stride 1024 bytes (8 rows of 128 B).
-        const uint32_t base = stage_x(i % STAGES);
-        const uint64_t desc = uint64_t((base & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-                              (uint64_t(1) << 62);
+        const uint64_t desc = swizzle128_desc(stage_x(i % STAGES));
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < kSteps; ++st)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) wgmma_tok_ws<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
+            for (int mt = 0; mt < MT; ++mt) wgmma_tok<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
         wgmma_commit();
     };
     // Every consumer thread arrives for its own reads of the stage (release semantics), so the producer's
