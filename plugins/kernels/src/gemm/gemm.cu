@@ -42,22 +42,22 @@ namespace {
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
-    int bm, bn, warps, stages;
+    int bm, bn, stages;
     Kernel kernel;
     int cluster;  // ws: CTAs per cluster (neighbouring N tiles sharing the activation tile)
     bool sm90_only() const { return kernel != Kernel::kMma; }
 };
 constexpr TileConfig kTiles[] = {
-    {"mma_128x128x64_s4", 128, 128, 8, 4, Kernel::kMma, 1},
-    {"mma_128x128x64_s3_o2", 128, 128, 8, 3, Kernel::kMma, 1},
-    {"mma_64x128x64_s4", 64, 128, 4, 4, Kernel::kMma, 1},
-    {"mma_32x128x64_s6", 32, 128, 4, 6, Kernel::kMma, 1},
-    {"wgmma_64x128x64_s6", 64, 128, 8, 6, Kernel::kWgmma, 1},
-    {"wgmma_128x128x64_s4_o2", 128, 128, 8, 4, Kernel::kWgmma, 1},
-    {"wgmma_64x64x64_s6", 64, 64, 4, 6, Kernel::kWgmma, 1},
-    {"wgmma_ws_256x128x64_s5", 256, 128, 12, 5, Kernel::kWgmmaWs, 1},
-    {"wgmma_ws_128x256x64_s6", 128, 256, 12, 6, Kernel::kWgmmaWs, 1},
-    {"wgmma_ws_64x128x64_s8_c2", 64, 128, 9, 8, Kernel::kWgmmaWs, 2},
+    {"mma_128x128x64_s4", 128, 128, 4, Kernel::kMma, 1},
+    {"mma_128x128x64_s3_o2", 128, 128, 3, Kernel::kMma, 1},
+    {"mma_64x128x64_s4", 64, 128, 4, Kernel::kMma, 1},
+    {"mma_32x128x64_s6", 32, 128, 6, Kernel::kMma, 1},
+    {"wgmma_64x128x64_s6", 64, 128, 6, Kernel::kWgmma, 1},
+    {"wgmma_128x128x64_s4_o2", 128, 128, 4, Kernel::kWgmma, 1},
+    {"wgmma_64x64x64_s6", 64, 64, 6, Kernel::kWgmma, 1},
+    {"wgmma_ws_256x128x64_s5", 256, 128, 5, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_128x256x64_s6", 128, 256, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_64x128x64_s8_c2", 64, 128, 8, Kernel::kWgmmaWs, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk. The split-K (ws tiles: tail-split) variant exists only where it splits
@@ -70,6 +70,8 @@ constexpr int kSms = 132;
 constexpr int kTargetCtas = 2 * kSms;
 constexpr int kMinKTilesPerSplit = 4;
 constexpr int kMaxTailSplitAlone = 4;  // heuristic: most slices of a tail split without whole tiles
+// CTAs (cluster units) of warp-specialized tile `t` that run at once on kSms SMs: one wave.
+int64_t ws_wave(const TileConfig& t) { return kSms * ws_ctas_per_sm(t.bm) / t.cluster; }
 
 thread_local char g_last_cuda_error[64] = "";
 thread_local cudaError_t g_last_cuda_code = cudaSuccess;
@@ -113,7 +115,7 @@ Plan make_plan(int id, const trt_woq_linear_params& p) {
     int split = 1;
     if (t.kernel == Kernel::kWgmmaWs) {
         // The units of the last partial wave get split so that their slices fill about one wave.
-        const int64_t wave = kSms * ws_ctas_per_sm(t.bm) / t.cluster;
+        const int64_t wave = ws_wave(t);
         plan.dp_tiles = tiles / wave * wave;
         const int64_t tail = tiles - plan.dp_tiles;
         if (tail > 0)
@@ -163,19 +165,18 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
 
 namespace {
 
-// Split-K: FP32 partials [split, M, N]. ws tail split: FP32 partials of split - 1 slices per tail tile, then one
-// counter per tail tile.
+// Workspace. Split-K: FP32 partials [split, M, N]. ws tail split: FP32 partials of split - 1 slices per tail tile,
+// then one counter per tail tile.
+size_t tail_tiles(const Plan& plan) { return size_t(plan.tiles - plan.dp_tiles) * size_t(kTiles[plan.tile].cluster); }
 size_t tail_partials_bytes(const Plan& plan) {
     const TileConfig& t = kTiles[plan.tile];
-    return size_t(plan.tiles - plan.dp_tiles) * size_t(t.cluster) * size_t(plan.split - 1) * size_t(t.bm) *
-           size_t(t.bn) * sizeof(float);
+    return tail_tiles(plan) * size_t(plan.split - 1) * size_t(t.bm) * size_t(t.bn) * sizeof(float);
 }
+size_t tail_flags_bytes(const Plan& plan) { return tail_tiles(plan) * sizeof(unsigned int); }
 size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
     if (plan.split < 2) return 0;
-    if (kTiles[plan.tile].kernel == Kernel::kWgmmaWs)
-        return tail_partials_bytes(plan) + size_t(plan.tiles - plan.dp_tiles) * kTiles[plan.tile].cluster *
-                                               sizeof(unsigned int);
+    if (kTiles[plan.tile].kernel == Kernel::kWgmmaWs) return tail_partials_bytes(plan) + tail_flags_bytes(plan);
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
@@ -275,7 +276,7 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     if (plan.split > 1) {  // the tail tiles' counters start at zero in every launch (the workspace may be shared)
         sched.partials = static_cast<float*>(workspace);
         sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + tail_partials_bytes(plan));
-        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, size_t(tail) * CLUSTER * sizeof(unsigned int), stream);
+        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, tail_flags_bytes(plan), stream);
         if (e != cudaSuccess) return cuda_fail(e);
     }
     auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER>;
@@ -346,7 +347,7 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
-        const int64_t wave = kSms * ws_ctas_per_sm(kTiles[ws].bm) / kTiles[ws].cluster;
+        const int64_t wave = ws_wave(kTiles[ws]);
         const bool whole_ok = kTiles[ws].cluster == 1 || (params->bits == 4 && tail.tiles <= wave);
         if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
         const int tile = m <= 64 ? 4 : 5;
