@@ -74,13 +74,7 @@ run_check "pytest GPU files" pytest.log python3 -m pytest -q -rs tests/plugins/k
 run_check "compute-sanitizer memcheck, kernels_check.py --quick" sanitize_kernels.log \
   env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
   python3 tests/device/kernels_check.py --quick
-nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a -Iplugins/kernels/include -Iplugins/kernels/src/gemm \
-  tests/device/gemm_sanitize.cu -L$bdir -ltrt_woq_gemm -Xlinker -rpath=$root/$bdir -o $bdir/gemm_sanitize \
-  > "$OUT/gemm_sanitize_build.log" 2>&1
-record "gemm_sanitize build" $?
-for tool in memcheck racecheck; do
-  run_check "compute-sanitizer $tool, gemm_sanitize" sanitize_gemm_$tool.log \
-    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $bdir/gemm_sanitize
-done
+run_check "compute-sanitizer memcheck + racecheck, gemm_sanitize" sanitize_gemm.log \
+  bash tests/device/sanitize_gemm.sh $bdir "$OUT"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

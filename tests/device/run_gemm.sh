@@ -58,13 +58,7 @@ for step in $STEPS; do
       python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
       grep "^FAIL" "$OUT/check.log" | head -30 ;;
     sanitize)
-      nvcc -std=c++17 -O2 $ARCH -Iplugins/kernels/include -Iplugins/kernels/src/gemm tests/device/gemm_sanitize.cu \
-        -Lbuild -ltrt_woq_gemm -Xlinker -rpath=$PWD/build -o build/gemm_sanitize || status=1
-      for tool in memcheck racecheck; do
-        echo "== compute-sanitizer --tool $tool"
-        compute-sanitizer --tool $tool --error-exitcode 9 build/gemm_sanitize > "$OUT/sanitize_$tool.log" 2>&1 || status=1
-        tail -4 "$OUT/sanitize_$tool.log"
-      done ;;
+      GEMM_ARCH=$ARCH bash tests/device/sanitize_gemm.sh build "$OUT" || status=1 ;;
     bench)
       python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1 ;;
     trtbench)
