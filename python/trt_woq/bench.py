@@ -272,9 +272,9 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                     rows.append(Row(k, n, m, name, us, st.weight_bytes))
                 except Exception as e:
                     rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(e).__name__}: {e}"))
-            sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
+            mhz = sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
             after_compute_bound = m >= 256
-            log(summary_line(rows, k, n, m, copy_gbps, sm_mhz[f"{k}x{n}/m{m}"]))
+            log(summary_line(rows, k, n, m, copy_gbps, mhz))
         del setups
         torch.cuda.empty_cache()
     dispatch = {}
