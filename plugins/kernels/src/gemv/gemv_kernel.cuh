@@ -102,6 +102,14 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
     return v;
 }
 
+/* A 16-bit global load issued where it stands: asm volatile keeps it ahead of the main loop's copies, so its latency
+ * overlaps the loop and the register is waited on only where the epilogue uses it. */
+__device__ __forceinline__ uint32_t ldg_u16_early(const void* p) {
+    unsigned short v;
+    asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
 __device__ __forceinline__ uint32_t comp(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
@@ -437,6 +445,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         }
     };
 
+    // The epilogue's per-channel scales and bias, requested now: loaded after the loop they added a DRAM latency to
+    // every CTA's tail. Lane l of warp 0 holds channels n_base + l + 32 i (raw 16-bit values; 0 past N or when absent).
+    constexpr int kChannels = NT * 8;
+    constexpr int kChannelsPerLane = (kChannels + 31) / 32;
+    uint32_t early_scale[kChannelsPerLane];
+    uint32_t early_bias[kChannelsPerLane];
+#pragma unroll
+    for (int i = 0; i < kChannelsPerLane; ++i) {
+        const int t = lane + 32 * i;
+        const bool mine = warp == 0 && t < kChannels && n_base + t < a.n;
+        early_scale[i] = (!GROUPED && mine) ? ldg_u16_early(a.scales + n_base + t) : 0u;
+        early_bias[i] = (a.bias != nullptr && mine) ? ldg_u16_early(a.bias + n_base + t) : 0u;
+    }
+
     // Per-channel zero points are constant along K.
     T zpc[NT];
 #pragma unroll
@@ -640,6 +662,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     __syncthreads();
     constexpr int kOutputs = NT * MT * 8;
     float* fin = red + warps * kOutputs;
+    // red, fin and these two [kChannels] arrays fit in the pipeline's shared memory (>= STAGES x NT x 512 B per warp),
+    // even with one warp.
+    static_assert(2 * MT * 8 * 4 + 2 * 8 * 4 <= STAGES * 512, "epilogue buffers exceed the pipeline's shared memory");
+    float* chan_scale = fin + kOutputs;
+    float* chan_bias = chan_scale + kChannels;
+    if (warp == 0) {
+#pragma unroll
+        for (int i = 0; i < kChannelsPerLane; ++i) {
+            const int t = lane + 32 * i;
+            if (t < kChannels) {
+                chan_scale[t] = to_float(pick<T>(early_scale[i], 0));
+                chan_bias[t] = to_float(pick<T>(early_bias[i], 0));
+            }
+        }
+    }
     const int nsplit = gridDim.x;
     for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
         float sum = 0.0f;
@@ -670,8 +707,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         const int c = n_base + 8 * j + col;
         if (row >= m || c >= a.n) continue;
         float sum = fin[o];
-        if (!GROUPED) sum *= to_float(a.scales[c]);
-        if (a.bias != nullptr) sum += to_float(a.bias[c]);
+        if (!GROUPED) sum *= chan_scale[8 * j + col];
+        if (a.bias != nullptr) sum += chan_bias[8 * j + col];
         a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(sum);
     }
 }
