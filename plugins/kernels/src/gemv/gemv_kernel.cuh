@@ -3,7 +3,7 @@
  *
  * Why tensor cores for a GEMV: at M = 16 every weight is used 16 times; FP32 FFMA at 16 FMA per weight would take
  * longer than streaming INT4 weights from HBM. One m16n8k16 does it at 1/16 of an instruction per weight and row, and
- * the layout already hands each lane its B-fragment words. Rows M .. 15 of A are zero (MT = 8 skips rows 8 .. 15).
+ * the layout already hands each lane its fragment words. Activation rows M .. MT-1 are zero (MT = 8 or 16 rows).
  *
  * Work split
  *   grid   = (nsplit, tiles). A CTA owns NT tiles of 8 output channels and the K range of its split; with nsplit > 1
@@ -15,7 +15,7 @@
  *   k order: mma only needs A and B to agree on which k a lane holds. Lane q feeds the mma k-slots 2q, 2q+1, 2q+8,
  *            2q+9 from word w of its own block, which step 2 of the layout made block elements 2w, 2w+1, 2w+8, 2w+9
  *            (+16 for INT4's second k16 step), so the activations of the lane's own block (pair p = component p % 4
- *            of 16-byte vector p / 4) are its A fragment: no shuffles.
+ *            of 16-byte vector p / 4) are its B fragment: no shuffles.
  *
  * Memory pipeline: each lane copies its own weights, activations, scales and zeros of chunk i + STAGES - 1 into its
  * own shared-memory slots with cp.async (zero-filled out of range) while it computes chunk i; every lane reads back
@@ -26,10 +26,11 @@
  * INT8) multiply a chunk's FP32 mma result (one group per chunk: the products are exact, one rounding per chunk);
  * smaller groups multiply the converted weights (HMUL2) before the mma. Zeros: q - (z - 2^(bits-1)), exact.
  *
- * M <= 8 (weights as the mma's A operand, v5): mma_pair2's k order feeds B straight from the 16-byte activation
- * loads, and INT4 without fine groups skips the conversion's subtractions (convert_word_biased4): each chunk's FP32
- * sums are corrected with the activation row sums that mma_corr computes once per chunk for all tiles (zero points
- * too). The copies use issue_paired's loop-invariant addressing. M > 8 keeps v4's loop (mma_tile, issue).
+ * Weights are the mma's A operand (v5 for M <= 8, v8 for every M): mma_pair2's k order feeds B straight from the
+ * 16-byte activation loads, and INT4 without fine groups skips the conversion's subtractions (convert_word_biased4):
+ * each chunk's FP32 sums are corrected with the activation row sums that mma_corr computes once per chunk for all
+ * tiles (zero points too). MT = 16 adds a second B tile (rows 8..15) to each converted A fragment. The copies use
+ * issue's loop-invariant addressing.
  */
 #ifndef TRT_WOQ_GEMV_KERNEL_CUH
 #define TRT_WOQ_GEMV_KERNEL_CUH
@@ -180,7 +181,7 @@ __device__ __forceinline__ uint32_t act_offset(int r, int q, int v) {
     return r * 128 + (q * 2 + (v ^ (r & 1))) * 16;  // row = 128 B = 8 vectors; lane q owns 2q, 2q+1
 }
 
-/* Folded INT4 conversion (M <= 8, symmetric or zero points, scales per channel or per chunk): one LOP3 per pair, no
+/* Folded INT4 conversion (symmetric or zero points, scales per channel or per chunk): one LOP3 per pair, no
  * subtraction. The mma is fed the biased values and each chunk's FP32 result is corrected afterwards with the rows'
  * activation sums (see mma_corr):
  *   FP16: low nibbles  (w & 0x000F000F) | 0x6400 = 1024 + U (ulp 1 on [1024, 2048)),        offset 1032 = 1024 + 8;
@@ -244,44 +245,20 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
     for (int i = 0; i < 4; ++i) c[i] = c2[0][i] + c2[1][i];
 }
 
-/* One tile's mma steps for one chunk: convert the lane's 4 words, apply zero point and (fine groups) scale, mma. */
-template <typename T, int BITS, int MT, bool FINE, bool ZEROS>
-__device__ __forceinline__ void mma_tile(float (&d)[4], const uint4& wv, const uint4* xa, const uint4* xb,
-                                         typename Pair<T>::type z2, typename Pair<T>::type s2) {
-    using P = typename Pair<T>::type;
-    constexpr int kPairs = BITS == 4 ? 4 : 2;
-#pragma unroll
-    for (int wi = 0; wi < 4; ++wi) {
-        P p[kPairs];
-        convert_word<T, BITS>(comp(wv, wi), p);
-#pragma unroll
-        for (int i = 0; i < kPairs; ++i) {
-            if (ZEROS) p[i] = __hsub2(p[i], z2);
-            if (FINE) p[i] = __hmul2(p[i], s2);
-        }
-        // Step h: block elements 16h + {2wi, 2wi+1} (b0, A vector 2h) and 16h + 8 + {2wi, 2wi+1} (b1, vector 2h+1).
-#pragma unroll
-        for (int h = 0; h < kPairs / 2; ++h) {
-            const uint32_t a1 = MT == 16 ? comp(xb[MT == 16 ? 2 * h : 0], wi) : 0u;
-            const uint32_t a3 = MT == 16 ? comp(xb[MT == 16 ? 2 * h + 1 : 0], wi) : 0u;
-            mma<T>(d, comp(xa[2 * h], wi), a1, comp(xa[2 * h + 1], wi), a3, detail::as_u32(p[2 * h]),
-                   detail::as_u32(p[2 * h + 1]));
-        }
-    }
-}
-
-/* M <= 8 arrangement: tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as B.
- * A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. / 2q+8..), a1/a3 = channel g of tile j + 1;
- * B fragment: b0/b1 = activation row g at the same k slots. C: c0/c1 = (tile j, rows 2q, 2q+1), c2/c3 = tile j + 1. */
+/* The arrangement (every M): tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as
+ * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
+ * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
+ * slots. C of column tile b: c0/c1 = (tile j, rows 8b + 2q, 8b + 2q + 1), c2/c3 = tile j + 1. */
 /* One tile pair's mma steps for one chunk, k order "paired": one mma takes pair i of two adjacent words 2wp, 2wp + 1
  * of each tile. Pair i of word w is block pair w + 4i (step 2 of the layout), so the mma's B registers are components
  * 2wp, 2wp + 1 of activation vector i: two consecutive registers of one 16-byte shared load (v4 paired words w and
  * w + 4 in one mma, which cost two register moves per mma). INT4 without fine groups also folds the conversion
- * (convert_word_biased4; the caller corrects with mma_corr). Word pair wp accumulates into d[wp]: two dependent chains
- * of kPairs mma instead of one of 2 kPairs. */
-template <typename T, int BITS, bool FINE, bool ZEROS>
-__device__ __forceinline__ void mma_pair2(float (&d)[2][4], const uint4& w0, const uint4& w1, const uint4* xa,
-                                          typename Pair<T>::type z0, typename Pair<T>::type z1,
+ * (convert_word_biased4; the caller corrects with mma_corr). Word pair wp of column tile b accumulates into d[b][wp]:
+ * independent chains of kPairs mma. With NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa,
+ * rows 8..15 from xb), so the conversion, the costly part, is paid once for 16 rows. */
+template <typename T, int BITS, int NB, bool FINE, bool ZEROS>
+__device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0, const uint4& w1, const uint4* xa,
+                                          const uint4* xb, typename Pair<T>::type z0, typename Pair<T>::type z1,
                                           typename Pair<T>::type s0, typename Pair<T>::type s1) {
     using P = typename Pair<T>::type;
     constexpr int kPairs = BITS == 4 ? 4 : 2;
@@ -305,8 +282,10 @@ __device__ __forceinline__ void mma_pair2(float (&d)[2][4], const uint4& w0, con
         }
 #pragma unroll
         for (int i = 0; i < kPairs; ++i) {
-            mma<T>(d[wp], detail::as_u32(p[0][i]), detail::as_u32(p[1][i]), detail::as_u32(p[2][i]),
-                   detail::as_u32(p[3][i]), comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
+            const uint32_t a0 = detail::as_u32(p[0][i]), a1 = detail::as_u32(p[1][i]);
+            const uint32_t a2 = detail::as_u32(p[2][i]), a3 = detail::as_u32(p[3][i]);
+            mma<T>(d[0][wp], a0, a1, a2, a3, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
+            if constexpr (NB == 2) mma<T>(d[1][wp], a0, a1, a2, a3, comp(xb[i], 2 * wp), comp(xb[i], 2 * wp + 1));
         }
     }
 }
@@ -320,12 +299,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
     constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
     constexpr bool GROUPED = MODE != kPerChannel;
-    // M <= 8: weights are the mma's A operand (16 channels = tiles j, j+1) and activations its B (8 rows), so one
-    // m16n8k16 covers twice the weights of the B-operand arrangement used for M > 8.
-    constexpr bool SWAP = MT == 8;
-    static_assert(!SWAP || NT % 2 == 0, "the swapped arrangement pairs tiles");
-    constexpr bool PAIRED = SWAP;  // the swapped arrangement uses mma_pair2's k order and issue_paired's copies
-    constexpr bool FOLD = PAIRED && BITS == 4 && MODE != kFineGroup;  // folded INT4 conversion (mma_pair2)
+    // Weights are the mma's A operand (16 channels = tiles j, j+1), activations its B in NB column tiles of 8 rows.
+    static_assert(NT % 2 == 0, "the A operand pairs tiles");
+    constexpr int NB = MT / 8;
+    constexpr bool FOLD = BITS == 4 && MODE != kFineGroup;  // folded INT4 conversion (mma_pair2)
     constexpr int half_bits = 1 << (BITS - 1);
 
     extern __shared__ __align__(16) unsigned char smem[];
@@ -367,57 +344,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const T* xrow_a = a.x + static_cast<size_t>(g) * a.k + q * BK;
     const T* xrow_b = a.x + static_cast<size_t>(g + 8) * a.k + q * BK;
 
-    auto issue = [&](int chunk, int stage) {
-        const uint32_t st = warp_smem + stage * stage_bytes;
-        const int k0 = chunk * KC + q * BK;
-        const bool kvalid = k0 < a.k;
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const bool v = nvalid[j] && kvalid;
-            const unsigned char* src = v ? wptr[j] + static_cast<size_t>(chunk) * kStride : a.w;
-            cp16(st + (j * 32 + lane) * 16, src, v);
-        }
-        if (g < m) {
-#pragma unroll
-            for (int v = 0; v < kVec; ++v) {
-                cp16(st + x_off + act_offset<BITS>(g, q, v), kvalid ? xrow_a + chunk * KC + 8 * v : a.x, kvalid);
-            }
-        }
-        if (MT == 16 && g + 8 < m) {
-#pragma unroll
-            for (int v = 0; v < kVec; ++v) {
-                cp16(st + x_off + act_offset<BITS>(g + 8, q, v), kvalid ? xrow_b + chunk * KC + 8 * v : a.x, kvalid);
-            }
-        }
-        if (GROUPED) {
-            const int grp = (kvalid ? k0 : chunk * KC) >> a.group_shift;
-            const size_t row = static_cast<size_t>(grp) * a.n;
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const int c = n_base + 8 * j + g;
-                if (chunk_scaled && !SWAP) {  // the pair of columns this lane's accumulators hold: 2q, 2q+1
-                    const int col = n_base + 8 * j + 2 * q;
-                    const bool v = col < a.n;
-                    cp4(st + s_off + (j * 32 + lane) * 4, v ? a.scales + row + col : a.scales, v);
-                } else {  // the pair holding this lane's own channel c; a chunk's group is valid for all its lanes
-                    const bool v = nvalid[j] && (chunk_scaled || kvalid);
-                    cp4(st + s_off + (j * 32 + lane) * 4, v ? a.scales + row + (c & ~1) : a.scales, v);
-                }
-                if (has_zeros) {
-                    const bool v = nvalid[j] && kvalid;
-                    cp4(st + z_off + (j * 32 + lane) * 4, v ? a.zeros + row + (c & ~1) : a.zeros, v);
-                }
-            }
-        }
-    };
-
-    // The paired kernels' copies: the same bytes, addressed from loop-invariant parts (one 64-bit add per copy, no
-    // selects). A copy that reads nothing (src-size 0: channel past N or k past K) keeps an address inside the same
+    // The copies, addressed from loop-invariant parts (one 64-bit add per copy, no selects). A copy that reads nothing (src-size 0: channel past N or k past K) keeps an address inside the same
     // tensor: invalid channels point at packed row 0 and scale column 0, k past K at the chunk-0 position.
     int scol[NT];  // this lane's scale/zero pair column
 #pragma unroll
     for (int j = 0; j < NT; ++j) scol[j] = nvalid[j] ? ((n_base + 8 * j + g) & ~1) : 0;
-    auto issue_paired = [&](int chunk, int stage) {
+    auto issue = [&](int chunk, int stage) {
         const uint32_t st = warp_smem + stage * stage_bytes;
         const int kc0 = chunk * KC;
         const int k0 = kc0 + q * BK;
@@ -429,6 +361,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             const T* xs = xrow_a + (kvalid ? kc0 : 0);
 #pragma unroll
             for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<BITS>(g, q, v), xs + 8 * v, kvalid);
+        }
+        if (MT == 16 && g + 8 < m) {
+            const T* xs = xrow_b + (kvalid ? kc0 : 0);
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<BITS>(g + 8, q, v), xs + 8 * v, kvalid);
         }
         if (GROUPED) {
             const size_t row = static_cast<size_t>((kvalid ? k0 : kc0) >> a.group_shift) * a.n;
@@ -470,9 +407,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     float acc[NT][4];
 #pragma unroll
     for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    // Paired kernels whose chunk sums need no per-chunk step (plain conversion, scales per channel or on the weights):
-    // mma_pair2's second chain accumulates here across chunks, added to acc after the loop.
-    constexpr bool kTwoAcc = PAIRED && !FOLD && !chunk_scaled;
+    // acc[j + b] (j even) holds tile pair (j, j + 1) for column tile b (see mma_pair2's C). Kernels whose chunk sums
+    // need no per-chunk step (plain conversion, scales per channel or on the weights): mma_pair2's second chain
+    // accumulates in acc2 across chunks, added to acc after the loop.
+    constexpr bool kTwoAcc = !FOLD && !chunk_scaled;
     float acc2[kTwoAcc ? NT : 1][4];
 #pragma unroll
     for (int j = 0; j < (kTwoAcc ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
@@ -487,11 +425,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     for (int s = 0; s < STAGES - 1; ++s) {
         const int c = first + s * part_warps;
         if (c < part_end) {
-            if constexpr (PAIRED) {
-                issue_paired(c, s);
-            } else {
-                issue(c, s);
-            }
+            issue(c, s);
         }
         cp_commit();
     }
@@ -502,11 +436,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             const int cn = c + (STAGES - 1) * part_warps;
             const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
             if (cn < part_end) {
-                if constexpr (PAIRED) {
-                    issue_paired(cn, sn);
-                } else {
-                    issue(cn, sn);
-                }
+                issue(cn, sn);
             }
             cp_commit();
         }
@@ -519,109 +449,90 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
             xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<BITS>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
         }
-        if constexpr (SWAP) {
-            // Folded conversion: the chunk's row sums, once for all tiles (c0/c1 offsets, c2/c3 plain sums).
-            float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if constexpr (FOLD) mma_corr<T>(corr, xa);
+        // Folded conversion: the chunk's row sums per column tile, once for all tiles (c0/c1 offsets, c2/c3 plain sums).
+        float corr[NB][4] = {};
+        if constexpr (FOLD) {
+            mma_corr<T>(corr[0], xa);
+            if constexpr (NB == 2) mma_corr<T>(corr[1], xb);
+        }
 #pragma unroll
-            for (int j = 0; j < NT; j += 2) {
-                const uint4 w0 = lds128(st + (j * 32 + lane) * 16);
-                const uint4 w1 = lds128(st + ((j + 1) * 32 + lane) * 16);
-                const int odd = (n_base + 8 * j + g) & 1;  // same parity for tile j + 1 (tiles are 8 apart)
-                P z0, z1, s0, s1;
-                float zfa = 0.0f, zfb = 0.0f;  // z - 2^(bits-1) for the folded correction
-                if (has_zeros) {
-                    const T za = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
-                    const T zb = GROUPED ? pick<T>(lds32(st + z_off + ((j + 1) * 32 + lane) * 4), odd) : zpc[j + 1];
-                    zfa = to_float(za) - static_cast<float>(half_bits);
-                    zfb = to_float(zb) - static_cast<float>(half_bits);
-                    const T qa = from_float<T>(zfa);
-                    const T qb = from_float<T>(zfb);
-                    z0 = P(qa, qa);
-                    z1 = P(qb, qb);
-                }
-                // The chunk's sums in t (mma_pair2's two chains); folded: t holds biased sums, so subtract the offsets'
-                // and the zero points' share; then scale per chunk or add. kTwoAcc: straight into acc / acc2.
-                if constexpr (GROUPED) {
-                    const T sa = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
-                    const T sb = pick<T>(lds32(st + s_off + ((j + 1) * 32 + lane) * 4), odd);
-                    s0 = P(sa, sa);
-                    s1 = P(sb, sb);
-                }
-                if constexpr (kTwoAcc) {
-                    float t2[2][4];
+        for (int j = 0; j < NT; j += 2) {
+            const uint4 w0 = lds128(st + (j * 32 + lane) * 16);
+            const uint4 w1 = lds128(st + ((j + 1) * 32 + lane) * 16);
+            const int odd = (n_base + 8 * j + g) & 1;  // same parity for tile j + 1 (tiles are 8 apart)
+            P z0, z1, s0, s1;
+            float zfa = 0.0f, zfb = 0.0f;  // z - 2^(bits-1) for the folded correction
+            if (has_zeros) {
+                const T za = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
+                const T zb = GROUPED ? pick<T>(lds32(st + z_off + ((j + 1) * 32 + lane) * 4), odd) : zpc[j + 1];
+                zfa = to_float(za) - static_cast<float>(half_bits);
+                zfb = to_float(zb) - static_cast<float>(half_bits);
+                const T qa = from_float<T>(zfa);
+                const T qb = from_float<T>(zfb);
+                z0 = P(qa, qa);
+                z1 = P(qb, qb);
+            }
+            // The chunk's sums in t (mma_pair2's two chains); folded: t holds biased sums, so subtract the offsets'
+            // and the zero points' share; then scale per chunk or add. kTwoAcc: straight into acc / acc2.
+            if constexpr (GROUPED) {
+                const T sa = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
+                const T sb = pick<T>(lds32(st + s_off + ((j + 1) * 32 + lane) * 4), odd);
+                s0 = P(sa, sa);
+                s1 = P(sb, sb);
+            }
+            if constexpr (kTwoAcc) {
+                float t2[NB][2][4];
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        t2[0][i] = acc[j][i];
-                        t2[1][i] = acc2[j][i];
-                    }
-                    mma_pair2<T, BITS, fine, ZEROS>(t2, w0, w1, xa, z0, z1, s0, s1);
+                for (int b = 0; b < NB; ++b) {
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
-                        acc[j][i] = t2[0][i];
-                        acc2[j][i] = t2[1][i];
+                        t2[b][0][i] = acc[j + b][i];
+                        t2[b][1][i] = acc2[j + b][i];
                     }
-                    continue;
                 }
-                float t2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-                mma_pair2<T, BITS, fine, ZEROS>(t2, w0, w1, xa, z0, z1, s0, s1);
+                mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, xa, xb, z0, z1, s0, s1);
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        acc[j + b][i] = t2[b][0][i];
+                        acc2[j + b][i] = t2[b][1][i];
+                    }
+                }
+                continue;
+            }
+            float t2[NB][2][4] = {};
+            mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, xa, xb, z0, z1, s0, s1);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
                 float t[4];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) t[i] = t2[0][i] + t2[1][i];
+                for (int i = 0; i < 4; ++i) t[i] = t2[b][0][i] + t2[b][1][i];
                 if constexpr (FOLD) {
-                    t[0] -= corr[0];
-                    t[1] -= corr[1];
-                    t[2] -= corr[0];
-                    t[3] -= corr[1];
+                    t[0] -= corr[b][0];
+                    t[1] -= corr[b][1];
+                    t[2] -= corr[b][0];
+                    t[3] -= corr[b][1];
                     if (has_zeros) {
-                        t[0] = fmaf(-zfa, corr[2], t[0]);
-                        t[1] = fmaf(-zfa, corr[3], t[1]);
-                        t[2] = fmaf(-zfb, corr[2], t[2]);
-                        t[3] = fmaf(-zfb, corr[3], t[3]);
+                        t[0] = fmaf(-zfa, corr[b][2], t[0]);
+                        t[1] = fmaf(-zfa, corr[b][3], t[1]);
+                        t[2] = fmaf(-zfb, corr[b][2], t[2]);
+                        t[3] = fmaf(-zfb, corr[b][3], t[3]);
                     }
                 }
                 if constexpr (chunk_scaled) {
                     const float fa = to_float(s0.x);
                     const float fb = to_float(s1.x);
-                    acc[j][0] = fmaf(t[0], fa, acc[j][0]);
-                    acc[j][1] = fmaf(t[1], fa, acc[j][1]);
-                    acc[j][2] = fmaf(t[2], fb, acc[j][2]);
-                    acc[j][3] = fmaf(t[3], fb, acc[j][3]);
+                    acc[j + b][0] = fmaf(t[0], fa, acc[j + b][0]);
+                    acc[j + b][1] = fmaf(t[1], fa, acc[j + b][1]);
+                    acc[j + b][2] = fmaf(t[2], fb, acc[j + b][2]);
+                    acc[j + b][3] = fmaf(t[3], fb, acc[j + b][3]);
                 } else {
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[j][i] += t[i];
+                    for (int i = 0; i < 4; ++i) acc[j + b][i] += t[i];
                 }
             }
-        } else {
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const uint4 wv = lds128(st + (j * 32 + lane) * 16);
-            const int odd = (n_base + 8 * j + g) & 1;
-            P z2, s2;
-            if (has_zeros) {
-                const T z = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
-                const T zq = from_float<T>(to_float(z) - static_cast<float>(half_bits));  // exact: small integers
-                z2 = P(zq, zq);
-            }
-            if constexpr (chunk_scaled) {
-                const uint32_t sv = lds32(st + s_off + (j * 32 + lane) * 4);
-                const float s_lo = to_float(pick<T>(sv, 0));
-                const float s_hi = to_float(pick<T>(sv, 1));
-                float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mma_tile<T, BITS, MT, false, ZEROS>(t, wv, xa, xb, z2, s2);
-                acc[j][0] = fmaf(t[0], s_lo, acc[j][0]);
-                acc[j][1] = fmaf(t[1], s_hi, acc[j][1]);
-                acc[j][2] = fmaf(t[2], s_lo, acc[j][2]);
-                acc[j][3] = fmaf(t[3], s_hi, acc[j][3]);
-            } else if constexpr (fine) {
-                const T s = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
-                s2 = P(s, s);
-                mma_tile<T, BITS, MT, true, ZEROS>(acc[j], wv, xa, xb, z2, s2);
-            } else {
-                mma_tile<T, BITS, MT, false, ZEROS>(acc[j], wv, xa, xb, z2, s2);
-            }
         }
-        }  // SWAP
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     cp_wait<0>();
@@ -634,29 +545,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     }
     __syncthreads();  // the pipeline's shared memory becomes the reduction buffer
 
-    // Cross-warp reduction. C fragment: c0 (row g, col 2q), c1 (row g, col 2q+1), c2/c3 the same for row g + 8.
+    // Cross-warp reduction. Pair (j, j+1), column tile b: c0 (channel g of tile j, row 8b + 2q), c1 (same, row
+    // 8b + 2q + 1), c2/c3 the same for tile j + 1.
     float* red = reinterpret_cast<float*>(smem);  // [warps][NT][MT][8]
-    if constexpr (SWAP) {
-        // Pair (j, j+1): c0 (channel g of tile j, row 2q), c1 (same, row 2q+1), c2/c3 the same for tile j + 1.
 #pragma unroll
-        for (int j = 0; j < NT; j += 2) {
-            float* r0 = red + ((warp * NT + j) * MT) * 8;
+    for (int j = 0; j < NT; j += 2) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            float* r0 = red + ((warp * NT + j) * MT + 8 * b) * 8;
             float* r1 = r0 + MT * 8;
-            r0[(2 * q) * 8 + g] = acc[j][0];
-            r0[(2 * q + 1) * 8 + g] = acc[j][1];
-            r1[(2 * q) * 8 + g] = acc[j][2];
-            r1[(2 * q + 1) * 8 + g] = acc[j][3];
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            float* r = red + ((warp * NT + j) * MT) * 8;
-            r[g * 8 + 2 * q] = acc[j][0];
-            r[g * 8 + 2 * q + 1] = acc[j][1];
-            if (MT == 16) {
-                r[(g + 8) * 8 + 2 * q] = acc[j][2];
-                r[(g + 8) * 8 + 2 * q + 1] = acc[j][3];
-            }
+            r0[(2 * q) * 8 + g] = acc[j + b][0];
+            r0[(2 * q + 1) * 8 + g] = acc[j + b][1];
+            r1[(2 * q) * 8 + g] = acc[j + b][2];
+            r1[(2 * q + 1) * 8 + g] = acc[j + b][3];
         }
     }
     __syncthreads();
