@@ -107,7 +107,8 @@ def test_gemv_supports(built_library, kw, status):
 @pytest.mark.parametrize("m", [1, 2, 3, 7, 8, 15, 16])
 @pytest.mark.parametrize("bits, sm", [(4, 90), (8, 90), (4, 80)])
 def test_dispatch_up_to_16(built_library, m, bits, sm):
-    """GEMV for M <= 8; for INT4 with M > 8 on SM90 the GEMM family's pick when the library has one (measured faster)."""
+    """GEMV for M <= 8; for INT4 with M > 8 on SM90 at this shape the GEMM family's pick when the library has one
+    (measured faster)."""
     lib = K.Kernels(built_library)
     p = K.make_params(m=m, n=4096, k=4096, bits=bits, group_size=128)
     cid = lib.dispatch(p, sm=sm)

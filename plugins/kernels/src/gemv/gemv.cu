@@ -52,8 +52,11 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     pl.sms = dev.sms;
     pl.smem_per_warp = pl.stages * stage_bytes(p->bits, nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
-    // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit.
-    const size_t budget = std::min<size_t>(110 * 1024, static_cast<size_t>(dev.smem_optin));
+    // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit. M > 8 with at most one CTA per
+    // SM takes the whole limit: 16 activation rows are 4 KB per warp and stage, so 110 KB leave 3 (NT = 8) to 5
+    // (NT = 4) warps (measured: INT4 nt8_cluster 14336 x 4096, M = 16, 47.7 -> 26.9 us; docs/performance.md).
+    const bool one_wave = p->m > 8 && pl.tiles <= dev.sms;
+    const size_t budget = std::min<size_t>(one_wave ? dev.smem_optin : 110 * 1024, static_cast<size_t>(dev.smem_optin));
     pl.warps = static_cast<int>(std::min<size_t>(kMaxWarps, std::max<size_t>(1, budget / pl.smem_per_warp)));
     return pl;
 }
@@ -96,15 +99,17 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
     return a * busiest_b >= b * busiest_a;
 }
 
-/* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family stays below for M <= 16).
+/* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family's pick scores 5 there).
  * From the candidate sweeps of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md):
  *   M <= 8, INT4: 6 tiles per CTA when there are at least 8 such CTAs per SM (N = 57344: many waves, the fatter CTAs
  *                 win); 6 tiles walked at 4 K places at once (`_kparts4`) when those CTAs spread over the SMs at
  *                 least as evenly as 4 tiles' (N = 6144: 128 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead
  *                 of 320); else 4 tiles, at 4 K places from K = 8192 on;
  *   M <= 8, INT8: 2 tiles at 4 K places; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
- *   M > 8: 8 tiles split over a cluster when K and N are both >= 8192 (fewer tiles than that leave SMs idle), else
- *   4 tiles. */
+ *   M > 8, INT8: 8 tiles split over a cluster when N >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles;
+ *   M > 8, INT4 on SM90: the GEMM family's pick, except 8 tiles (no cluster) when K >= 8192 and the 64-channel CTAs
+ *                 fill one wave (90 % of the SMs or more, one CTA each: N = 8192 on 132 SMs) or make 6 waves or more
+ *                 (N = 57344); elsewhere the GEMM's wgmma split-K kernel measured faster (N = 4096, 10240, 28672). */
 template <int NT, bool CLUSTER, int KPARTS = 1>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
@@ -125,15 +130,22 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     } else if (p->m <= 8) {
         want_nt = p->k >= 16384 ? 4 : 2;
         want_kparts = 4;
-    } else if (p->k >= 8192 && p->n >= 8192 && sm >= 90) {
+    } else if (p->bits == 4 && sm >= 90) {
+        DeviceInfo dev;
+        const int64_t tiles8 = (p->n + 63) / 64;
+        const int64_t sms = device_info(&dev) == TRT_WOQ_OK ? dev.sms : 0;
+        const bool one_wave = tiles8 <= sms && 10 * tiles8 >= 9 * sms;
+        if (p->k >= 8192 && sms > 0 && (one_wave || tiles8 >= 6 * sms)) {
+            want_nt = 8;
+        } else {
+            // The GEMV ranks below the GEMM's pick (score 5) and stays the fallback.
+            return NT == 4 && !CLUSTER && KPARTS == 1 ? 4 : 3;
+        }
+    } else if (p->n >= 8192 && sm >= 90) {
         want_nt = 8;
         want_cluster = true;
     }
     const bool preferred = NT == want_nt && CLUSTER == want_cluster && KPARTS == want_kparts;
-    // INT4 with M > 8 on SM90: the GEMM family's wgmma split-K kernel measured faster than every GEMV candidate on all
-    // eight benchmark shapes at M = 16 (docs/performance.md), so the GEMV ranks below the GEMM's pick (score 5) there
-    // and stays the fallback.
-    if (p->m > 8 && p->bits == 4 && sm >= 90) return preferred ? 4 : 3;
     if (preferred) return 100;
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
