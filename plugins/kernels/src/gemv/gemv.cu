@@ -56,7 +56,8 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     // SM takes the whole limit: 16 activation rows are 4 KB per warp and stage, so 110 KB leave 3 (NT = 8) to 5
     // (NT = 4) warps (measured: INT4 nt8_cluster 14336 x 4096, M = 16, 47.7 -> 26.9 us; docs/performance.md).
     const bool one_wave = p->m > 8 && pl.tiles <= dev.sms;
-    const size_t budget = std::min<size_t>(one_wave ? dev.smem_optin : 110 * 1024, static_cast<size_t>(dev.smem_optin));
+    const size_t budget = std::min<size_t>(one_wave ? dev.smem_optin : 110 * 1024,
+                                           static_cast<size_t>(dev.smem_optin));
     pl.warps = static_cast<int>(std::min<size_t>(kMaxWarps, std::max<size_t>(1, budget / pl.smem_per_warp)));
     return pl;
 }

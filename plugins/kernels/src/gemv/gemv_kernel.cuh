@@ -344,8 +344,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const T* xrow_a = a.x + static_cast<size_t>(g) * a.k + q * BK;
     const T* xrow_b = a.x + static_cast<size_t>(g + 8) * a.k + q * BK;
 
-    // The copies, addressed from loop-invariant parts (one 64-bit add per copy, no selects). A copy that reads nothing (src-size 0: channel past N or k past K) keeps an address inside the same
-    // tensor: invalid channels point at packed row 0 and scale column 0, k past K at the chunk-0 position.
+    // The copies, addressed from loop-invariant parts (one 64-bit add per copy, no selects). A copy that reads nothing
+    // (src-size 0: channel past N or k past K) keeps an address inside the same tensor: invalid channels point at
+    // packed row 0 and scale column 0, k past K at the chunk-0 position.
     int scol[NT];  // this lane's scale/zero pair column
 #pragma unroll
     for (int j = 0; j < NT; ++j) scol[j] = nvalid[j] ? ((n_base + 8 * j + g) & ~1) : 0;
@@ -449,7 +450,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
             xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<BITS>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
         }
-        // Folded conversion: the chunk's row sums per column tile, once for all tiles (c0/c1 offsets, c2/c3 plain sums).
+        // Folded conversion: the chunk's row sums per column tile, once for all tiles (c0/c1 offsets, c2/c3 plain
+        // sums).
         float corr[NB][4] = {};
         if constexpr (FOLD) {
             mma_corr<T>(corr[0], xa);
