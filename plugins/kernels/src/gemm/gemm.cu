@@ -183,7 +183,8 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (smem_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    if (variant_of(id) != kWhole && make_plan(id, *p).split < 2) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
+    if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
     return TRT_WOQ_OK;
 }
 
@@ -382,6 +383,7 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // 4096 x 6144, M = 4096: 297 / 295 vs 332 / 327 us; not faster at M = 256, slower at M = 4096 with K >=
         // 8192); stream-K for the 256 x 128 tile within one wave 1/2 to 3/4 full (8192 x 10240, M = 256, 80
         // tiles: 70.6 / 70.3 vs 79.1 / 85.3 us whole; not faster with 128 tiles, nor over the last wave of 224).
+        // Both measured by candidate id side by side; through the public dispatch (trt_woq.bench) within the spread.
         const bool int4 = params->bits == 4;
         const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : (int4 && m >= 1024 && params->k <= 4096 ? 10 : 7));
         const Plan tail = make_plan(2 * ws + 1, *params);

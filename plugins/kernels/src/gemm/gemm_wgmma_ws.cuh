@@ -24,19 +24,18 @@
 //     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
 //     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
 //     while its peer may still arrive on its barriers.
-//   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves),
-//     the CTAs after them share the K iterations of the remaining tiles (the last partial wave), `share` iterations
-//     each, in tile-major order over a per-tile iteration space of `tile_iters` (>= K; iterations past K are
-//     empty). Why: one CTA per SM, so e.g. 192 tiles on 132 SMs take two tile-times with the second wave half
-//     empty; splitting the last 60 tiles in two makes it 1.5. (Not where the board runs at its power cap: spreading
-//     the last 92 of 224 tiles measured no faster, likely because a partial wave's busy SMs clock higher.) Two
-//     plans: the tail split (tile_iters = split x share, each CTA one K slice of one tile) and stream-K (tile_iters
-//     = K, shares balanced over a wave, so a CTA may cross a tile boundary). share <= tile_iters, so a CTA touches
-//     at most two tiles: it computes the later tile's head first and stores it as an FP32 partial (coalesced, in
-//     register order) and bumps that tile's counter; then the earlier tile's tail, whose CTA (the highest index of
-//     the tile: its partners were launched before it, so they are resident or done) waits for the counter, adds
-//     the partials in CTA order (deterministic) and runs the normal epilogue. No reduce kernel; the smem epilogue
-//     is always a CTA's last piece of work.
+//   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves), the
+//     CTAs after them share the K iterations of the remaining tiles (the last partial wave), `share` iterations each,
+//     in tile-major order over a per-tile iteration space of `tile_iters` (>= K; iterations past K are empty). Why:
+//     one CTA per SM, so e.g. 192 tiles on 132 SMs take two tile-times with the second wave half empty; splitting the
+//     last 60 tiles in two makes it 1.5. (Spreading the last 92 of 224 tiles over a wave measured no faster, why is
+//     open: docs/kernels_gemm.md.) Two plans: the tail split (tile_iters = split x share, each CTA one K slice of one
+//     tile) and stream-K (tile_iters = K, shares balanced over a wave, so a CTA may cross a tile boundary). share <=
+//     tile_iters, so a CTA touches at most two tiles: it computes the later tile's head first and stores it as an
+//     FP32 partial (coalesced, in register order) and bumps that tile's counter; then the earlier tile's tail, whose
+//     CTA (the highest index of the tile: its partners were launched before it, so they are resident or done) waits
+//     for the counter, adds the partials in CTA order (deterministic) and runs the normal epilogue. No reduce kernel;
+//     the smem epilogue is always a CTA's last piece of work.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is reached through the runtime, libcuda is not linked)
