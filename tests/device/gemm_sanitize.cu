@@ -45,6 +45,7 @@ int main() {
         {130, 132, 4096, 4, 128, 0, 0, 1}, // few tiles: split-K variants split
         {20, 68, 2048, 8, -1, 1, 0, 0},    // per-channel
         {17, 34048, 1024, 4, 128, 0, 1, 0}, // 266 N tiles: full waves + split tail tiles (ws tail split, clusters)
+        {17, 12800, 1088, 4, 64, 1, 1, 1}, // 100 N tiles, 17 K tiles: stream-K shares crossing tile boundaries
     };
     int failures = 0, runs = 0;
     for (const Case& c : cases) {

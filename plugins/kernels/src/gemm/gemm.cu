@@ -36,9 +36,12 @@ namespace {
 //   7, 8 (SM90) warp-specialized (gemm_wgmma_ws.cuh: TMA producer warp, 2 consumer warpgroups, 1 CTA per SM):
 //     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128). Their second candidate is
 //     the "tail split" (whole tiles for the full waves, the last partial wave split along K and summed in the
-//     kernel) instead of the split-K + reduce kernel of the others.
+//     kernel) instead of the split-K + reduce kernel of the others; their third (ids from 2 * kNumTiles on)
+//     "stream-K" (the last partial wave's K iterations shared equally by a wave of CTAs).
 //   9 (SM90) warp-specialized 64 tokens x 128 channels, 8 stages (INT8: 6), 2 CTAs per SM, clusters of 2 CTAs
 //     along N sharing the activation tile through multicast TMA: M <= 64 (bound by the weight stream).
+//   10 (SM90) 7 in clusters of 2 along N with multicast activations: at M = 256 every 256 x 128 CTA re-reads a
+//     2 MB (K = 4096) activation tile from L2 for 256 KB of weights.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -58,11 +61,16 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_256x128x64_s5", 256, 128, 5, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_128x256x64_s6", 128, 256, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_64x128x64_s8_c2", 64, 128, 8, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_256x128x64_s5_c2", 256, 128, 5, Kernel::kWgmmaWs, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
-// Candidates: id = 2 * tile + splitk. The split-K (ws tiles: tail-split) variant exists only where it splits
-// (split >= 2).
-constexpr int kNumCandidates = 2 * kNumTiles;
+// Candidates: id = 2 * tile + splitk for every tile, then the stream-K variant of each warp-specialized tile
+// (appended, so the older ids keep their meaning). The split variants exist only where they split (split >= 2).
+enum Variant { kWhole, kSplit, kStreamK };
+constexpr int kFirstWsTile = 7, kNumStreamK = 2;  // not the clustered tile (gemm_wgmma_ws.cuh)
+constexpr int kNumCandidates = 2 * kNumTiles + kNumStreamK;
+int tile_of(int id) { return id < 2 * kNumTiles ? id / 2 : kFirstWsTile + id - 2 * kNumTiles; }
+Variant variant_of(int id) { return id < 2 * kNumTiles ? Variant(id % 2) : kStreamK; }
 constexpr int kMaxSplit = 16;
 // Split-K aims for about two waves of CTAs on a large GPU (132 SMs on H100); a fixed figure keeps the workspace
 // size a function of the problem alone, as the C ABI requires.
@@ -100,31 +108,47 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 struct Plan {
     int tile;
-    int split;           // number of K slices actually launched (ws tail split: of each tail tile)
-    int k_tiles_per_split;
-    int64_t tiles;       // output tiles (ws: cluster units of `cluster` neighbouring N tiles)
-    int64_t dp_tiles;    // ws tail split: units computed whole (the full waves); the others are split
+    int split;              // split-K: K slices launched; ws: the CTAs sharing a tile (at least), 1 if none shared
+    int k_tiles_per_split;  // split-K: K tiles per slice; ws: each sharing CTA's share of K iterations
+    int64_t tiles;          // output tiles (ws: cluster units of `cluster` neighbouring N tiles)
+    int64_t dp_tiles;       // ws: units computed whole (the full waves); the CTAs after them share the others
+    int tile_iters;         // ws: iterations per shared tile (K tiles; the tail split pads them to split x share)
+    int64_t shared_ctas;    // ws: CTA units sharing the tiles after dp_tiles
+    bool two_pieces;        // ws: a sharing CTA may cross a tile boundary (stream-K)
 };
 
 Plan make_plan(int id, const trt_woq_linear_params& p) {
-    const TileConfig& t = kTiles[id / 2];
+    const TileConfig& t = kTiles[tile_of(id)];
     const int k_tiles = static_cast<int>(p.k / kBK);
     const int64_t tiles = int64_t(ceil_div(p.m, t.bm)) * ceil_div(ceil_div(p.n, t.bn), t.cluster);
-    Plan plan{id / 2, 1, k_tiles, tiles, tiles};
-    if (id % 2 == 0) return plan;
-    int split = 1;
+    const Variant v = variant_of(id);
+    Plan plan{tile_of(id), 1, k_tiles, tiles, tiles, k_tiles, 0, v == kStreamK};
+    if (v == kWhole) return plan;
     if (t.kernel == Kernel::kWgmmaWs) {
-        // The units of the last partial wave get split so that their slices fill about one wave.
-        const int64_t wave = ws_wave(t);
-        plan.dp_tiles = tiles / wave * wave;
-        const int64_t tail = tiles - plan.dp_tiles;
-        if (tail > 0)
-            split = static_cast<int>(std::min<int64_t>(kMaxSplit, wave / tail));
-        while (split > 1 && k_tiles / split < kMinKTilesPerSplit) --split;
-    } else {
-        while (split < kMaxSplit && tiles * split * 2 <= kTargetCtas && k_tiles / (split * 2) >= kMinKTilesPerSplit)
-            split *= 2;
+        // The units of the last partial wave get shared so that the sharing CTAs fill about one wave.
+        const int64_t wave = ws_wave(t), dp = tiles / wave * wave, tail = tiles - dp;
+        if (tail == 0) return plan;
+        int share;
+        if (v == kSplit) {  // `split` equal K slices per tile, one per CTA
+            int split = static_cast<int>(std::min<int64_t>(kMaxSplit, wave / tail));
+            while (split > 1 && k_tiles / split < kMinKTilesPerSplit) --split;
+            if (split < 2) return plan;
+            share = ceil_div(k_tiles, split);
+            plan.tile_iters = ceil_div(k_tiles, share) * share;
+        } else {  // stream-K: equal shares of all the tail's iterations, at least 1/kMaxSplit of K and 4 K tiles
+            share = std::max({ceil_div(tail * k_tiles, wave), ceil_div(k_tiles, kMaxSplit), kMinKTilesPerSplit});
+            if (share >= k_tiles) return plan;
+        }
+        if (tail * plan.tile_iters >= INT32_MAX) return plan;  // the kernel counts shared iterations in int
+        plan.k_tiles_per_split = share;  // <= tile_iters: a CTA touches at most two tiles (gemm_wgmma_ws.cuh)
+        plan.split = ceil_div(plan.tile_iters, share);
+        plan.dp_tiles = dp;
+        plan.shared_ctas = ceil_div(tail * plan.tile_iters, share);
+        return plan;
     }
+    int split = 1;
+    while (split < kMaxSplit && tiles * split * 2 <= kTargetCtas && k_tiles / (split * 2) >= kMinKTilesPerSplit)
+        split *= 2;
     plan.k_tiles_per_split = ceil_div(k_tiles, split);
     plan.split = ceil_div(k_tiles, plan.k_tiles_per_split);
     return plan;
@@ -155,28 +179,35 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     const trt_woq_status st = check_problem(p);
     if (st != TRT_WOQ_OK) return st;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    const TileConfig& t = kTiles[id / 2];
+    const TileConfig& t = kTiles[tile_of(id)];
     if (smem_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    if (id % 2 == 1 && make_plan(id, *p).split < 2) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
+    if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
     return TRT_WOQ_OK;
 }
 
 namespace {
 
-// Workspace. Split-K: FP32 partials [split, M, N]. ws tail split: FP32 partials of split - 1 slices per tail tile,
-// then one counter per tail tile.
-size_t tail_tiles(const Plan& plan) { return size_t(plan.tiles - plan.dp_tiles) * size_t(kTiles[plan.tile].cluster); }
-size_t tail_partials_bytes(const Plan& plan) {
-    const TileConfig& t = kTiles[plan.tile];
-    return tail_tiles(plan) * size_t(plan.split - 1) * size_t(t.bm) * size_t(t.bn) * sizeof(float);
+// Workspace. Split-K: FP32 partials [split, M, N]. ws: one FP32 partial slot per sharing CTA that stores one (see
+// WsSchedule), then one counter per shared tile.
+int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
+int ws_slot_period(const Plan& plan) {
+    return static_cast<int>(plan.tile_iters / gcd(plan.k_tiles_per_split, plan.tile_iters));
 }
-size_t tail_flags_bytes(const Plan& plan) { return tail_tiles(plan) * sizeof(unsigned int); }
+size_t shared_tiles(const Plan& plan) { return size_t(plan.tiles - plan.dp_tiles) * size_t(kTiles[plan.tile].cluster); }
+size_t ws_partials_bytes(const Plan& plan) {
+    const TileConfig& t = kTiles[plan.tile];
+    const int64_t last = plan.shared_ctas - 1;  // never stores a partial; nor do the CTAs ending on a tile boundary
+    const int64_t slots = last - last / ws_slot_period(plan);
+    return size_t(slots) * size_t(t.cluster) * size_t(t.bm) * size_t(t.bn) * sizeof(float);
+}
+size_t ws_flags_bytes(const Plan& plan) { return shared_tiles(plan) * sizeof(unsigned int); }
 size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
     if (plan.split < 2) return 0;
-    if (kTiles[plan.tile].kernel == Kernel::kWgmmaWs) return tail_partials_bytes(plan) + tail_flags_bytes(plan);
+    if (kTiles[plan.tile].kernel == Kernel::kWgmmaWs) return ws_partials_bytes(plan) + ws_flags_bytes(plan);
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
@@ -261,7 +292,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w;
@@ -271,18 +302,18 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
         !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
         return cuda_fail(cudaErrorInvalidValue);
     WsSchedule sched{ceil_div(args.m, TOK), ceil_div(ceil_div(args.n, kCH), CLUSTER), static_cast<int>(plan.dp_tiles),
-                     plan.split, nullptr, nullptr};
-    const int64_t tail = plan.tiles - plan.dp_tiles;
-    if (plan.split > 1) {  // the tail tiles' counters start at zero in every launch (the workspace may be shared)
+                     plan.k_tiles_per_split, plan.tile_iters, 1, nullptr, nullptr};
+    if (plan.split > 1) {  // the shared tiles' counters start at zero in every launch (the workspace may be shared)
+        sched.slot_period = ws_slot_period(plan);
         sched.partials = static_cast<float*>(workspace);
-        sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + tail_partials_bytes(plan));
-        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, tail_flags_bytes(plan), stream);
+        sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + ws_partials_bytes(plan));
+        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, ws_flags_bytes(plan), stream);
         if (e != cudaSuccess) return cuda_fail(e);
     }
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
-    const int64_t ctas = (plan.dp_tiles + plan.split * tail) * CLUSTER;
+    const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
                          args, sched, tmap_x, tmap_w);
@@ -299,9 +330,14 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 4: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
         case 5: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
         case 6: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
-        case 7: return launch_wgmma_ws<256, 1, 5, BITS, T>(args, plan, workspace, stream);
-        case 8: return launch_wgmma_ws<128, 2, 6, BITS, T>(args, plan, workspace, stream);
+        case 7:
+            return plan.two_pieces ? launch_wgmma_ws<256, 1, 5, BITS, T, 1, 2>(args, plan, workspace, stream)
+                                   : launch_wgmma_ws<256, 1, 5, BITS, T>(args, plan, workspace, stream);
+        case 8:
+            return plan.two_pieces ? launch_wgmma_ws<128, 2, 6, BITS, T, 1, 2>(args, plan, workspace, stream)
+                                   : launch_wgmma_ws<128, 2, 6, BITS, T>(args, plan, workspace, stream);
         case 9: return launch_wgmma_ws<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
+        case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -342,13 +378,23 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // tile only INT4 within one wave, where it measured 1-3 % faster than the 64 x 128 wgmma kernel (4096 x
         // 28672: 45.0 vs 46.0 us); beyond a wave it was not faster (8192 x 57344: 178.4 vs 173.8 us) and INT8 (6
         // stages) was not measured alone. Otherwise the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile
-        // with split-K.
-        const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : 7);
+        // with split-K. INT4 only (INT8 not measured), 2026-11-22 A/B/A runs (docs/performance.md): for M >= 1024
+        // and K <= 4096 the 256 x 128 tile in clusters of 2 (4096 x 28672, M = 1024: 348 / 341 vs 394 / 389 us;
+        // 4096 x 6144, M = 4096: 297 / 295 vs 332 / 327 us; not faster at M = 256, slower at M = 4096 with K >=
+        // 8192); stream-K for the 256 x 128 tile within one wave 1/2 to 3/4 full (8192 x 10240, M = 256, 80
+        // tiles: 70.6 / 70.3 vs 79.1 / 85.3 us whole; not faster with 128 tiles, nor over the last wave of 224).
+        // Both measured by candidate id side by side; through the public dispatch (trt_woq.bench) within the spread.
+        const bool int4 = params->bits == 4;
+        const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : (int4 && m >= 1024 && params->k <= 4096 ? 10 : 7));
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
         const int64_t wave = ws_wave(kTiles[ws]);
-        const bool whole_ok = kTiles[ws].cluster == 1 || (params->bits == 4 && tail.tiles <= wave);
+        const int streamk = 2 * kNumTiles + ws - kFirstWsTile;
+        if (ws == 7 && int4 && 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave &&
+            supports(streamk, params, sm) == TRT_WOQ_OK)
+            return streamk;
+        const bool whole_ok = ws != 9 || (int4 && tail.tiles <= wave);
         if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
         const int tile = m <= 64 ? 4 : 5;
         if (supports(2 * tile + 1, params, sm) == TRT_WOQ_OK) return 2 * tile + 1;
@@ -419,8 +465,10 @@ int32_t trt_woq_gemm_candidate_count(void) { return kNumCandidates; }
 
 trt_woq_status trt_woq_gemm_candidate_describe(int32_t id, char* buf, size_t buf_size) {
     if (id < 0 || id >= kNumCandidates || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    const char* split = kTiles[id / 2].kernel == Kernel::kWgmmaWs ? "_tailsplit" : "_splitk";
-    std::snprintf(buf, buf_size, "gemm_%s%s", kTiles[id / 2].name, id % 2 ? split : "");
+    const Variant v = variant_of(id);
+    const char* split = kTiles[tile_of(id)].kernel == Kernel::kWgmmaWs ? "_tailsplit" : "_splitk";
+    std::snprintf(buf, buf_size, "gemm_%s%s", kTiles[tile_of(id)].name,
+                  v == kWhole ? "" : (v == kSplit ? split : "_streamk"));
     return TRT_WOQ_OK;
 }
 

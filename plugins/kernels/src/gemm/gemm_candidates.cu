@@ -43,7 +43,8 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 }  // namespace
 
-// Names and order as trt_woq_gemm_candidate_describe() (gemm.cu's tile table, id = 2 * tile + split variant).
+// Names and order as trt_woq_gemm_candidate_describe() (gemm.cu's tile table, id = 2 * tile + split variant, then
+// the stream-K variants of the warp-specialized tiles).
 const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(0, "gemm_mma_128x128x64_s4"),    TRT_WOQ_GEMM_CANDIDATE(1, "gemm_mma_128x128x64_s4_splitk"),
     TRT_WOQ_GEMM_CANDIDATE(2, "gemm_mma_128x128x64_s3_o2"), TRT_WOQ_GEMM_CANDIDATE(3, "gemm_mma_128x128x64_s3_o2_splitk"),
@@ -55,6 +56,8 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_ws_256x128x64_s5"), TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_ws_256x128x64_s5_tailsplit"),
     TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_ws_128x256x64_s6_tailsplit"),
     TRT_WOQ_GEMM_CANDIDATE(18, "gemm_wgmma_ws_64x128x64_s8_c2"), TRT_WOQ_GEMM_CANDIDATE(19, "gemm_wgmma_ws_64x128x64_s8_c2_tailsplit"),
+    TRT_WOQ_GEMM_CANDIDATE(20, "gemm_wgmma_ws_256x128x64_s5_c2"), TRT_WOQ_GEMM_CANDIDATE(21, "gemm_wgmma_ws_256x128x64_s5_c2_tailsplit"),
+    TRT_WOQ_GEMM_CANDIDATE(22, "gemm_wgmma_ws_256x128x64_s5_streamk"), TRT_WOQ_GEMM_CANDIDATE(23, "gemm_wgmma_ws_128x256x64_s6_streamk"),
 };
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 

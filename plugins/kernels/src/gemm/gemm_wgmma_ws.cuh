@@ -24,13 +24,18 @@
 //     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
 //     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
 //     while its peer may still arrive on its barriers.
-//   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves),
-//     the tiles after them (the last partial wave) are split into `split` K slices each. Why: one CTA per SM, so
-//     e.g. 192 tiles on 132 SMs take two tile-times with the second wave half empty; splitting the 60 tail tiles
-//     in two makes it 1.5. The slices are summed in the kernel, no reduce kernel: slices 0 .. split-2 store their
-//     FP32 accumulators to the workspace (coalesced, in register order) and bump the tile's counter; the last
-//     slice (launched after them, so they are resident or done) waits for the counter, adds the partials in
-//     slice order (deterministic) and runs the normal epilogue.
+//   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves), the
+//     CTAs after them share the K iterations of the remaining tiles (the last partial wave), `share` iterations each,
+//     in tile-major order over a per-tile iteration space of `tile_iters` (>= K; iterations past K are empty). Why:
+//     one CTA per SM, so e.g. 192 tiles on 132 SMs take two tile-times with the second wave half empty; splitting the
+//     last 60 tiles in two makes it 1.5. (Spreading the last 92 of 224 tiles over a wave measured no faster, why is
+//     open: docs/kernels_gemm.md.) Two plans: the tail split (tile_iters = split x share, each CTA one K slice of one
+//     tile) and stream-K (tile_iters = K, shares balanced over a wave, so a CTA may cross a tile boundary). share <=
+//     tile_iters, so a CTA touches at most two tiles: it computes the later tile's head first and stores it as an
+//     FP32 partial (coalesced, in register order) and bumps that tile's counter; then the earlier tile's tail, whose
+//     CTA (the highest index of the tile: its partners were launched before it, so they are resident or done) waits
+//     for the counter, adds the partials in CTA order (deterministic) and runs the normal epilogue. No reduce kernel;
+//     the smem epilogue is always a CTA's last piece of work.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is reached through the runtime, libcuda is not linked)
@@ -81,14 +86,52 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
 }
 
 // The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
-// units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + split * (units - dp_tiles)) CTAs. partials:
-// [(units - dp_tiles) * CLUSTER * (split - 1)][TOK * CH] FP32; flags: one zeroed counter per tail tile (the host
-// clears them before the launch).
+// units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + ceil((units - dp_tiles) * tile_iters / share))
+// CTAs. partials: one [TOK * CH] FP32 slot per (CTA that stores a partial, rank); flags: one zeroed counter per
+// (shared unit, rank) (the host clears them before the launch). A shared CTA c stores a partial unless its share
+// ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens every
+// slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
 struct WsSchedule {
-    int m_tiles, n_units, dp_tiles, split;
+    int m_tiles, n_units, dp_tiles, share, tile_iters, slot_period;
     float* partials;
     unsigned int* flags;
 };
+
+// One CTA's piece of a tile: units [unit], K tiles [kt_begin, kt_end); slot >= 0: store the accumulators to that
+// partial slot; else sum the `parts` partials from slot `first` on (none: a whole tile) and write the output.
+struct WsPiece {
+    int unit, kt_begin, kt_end, slot, first, parts;
+};
+// Shared CTA c's iterations [a, b) (the host keeps them below 2^31).
+__device__ __forceinline__ void ws_share(const WsSchedule& s, int c, int& a, int& b) {
+    a = c * s.share;
+    b = min(a + s.share, (s.m_tiles * s.n_units - s.dp_tiles) * s.tile_iters);
+}
+// The number of pieces of CTA unit `unit`: one or (crossing a tile boundary) two.
+__device__ __forceinline__ int ws_piece_count(const WsSchedule& s, int unit) {
+    if (unit < s.dp_tiles) return 1;
+    int a, b;
+    ws_share(s, unit - s.dp_tiles, a, b);
+    return (b - 1) / s.tile_iters != a / s.tile_iters ? 2 : 1;
+}
+// Piece q of CTA unit `unit`, in the order it computes them: a shared CTA first the later tile's head (a
+// partial), then the earlier tile's tail. Recomputed where needed rather than kept in registers.
+__device__ __forceinline__ WsPiece ws_piece(const WsSchedule& s, int unit, int k_tiles, int q) {
+    if (unit < s.dp_tiles) return {unit, 0, k_tiles, -1, 0, 0};
+    const int c = unit - s.dp_tiles;
+    int a, b;
+    ws_share(s, c, a, b);
+    const int t = (q == 0 ? b - 1 : a) / s.tile_iters, t0 = t * s.tile_iters;
+    WsPiece p{s.dp_tiles + t, min(max(a, t0) - t0, k_tiles), min(min(b, t0 + s.tile_iters) - t0, k_tiles), -1, 0, 0};
+    if (b < t0 + s.tile_iters) {
+        p.slot = c - c / s.slot_period;  // the tile's head or middle: a partial
+    } else if (a > t0) {
+        const int c_lo = t0 / s.share;  // the tile's tail: CTAs c_lo .. c - 1 stored its partials
+        p.first = c_lo - c_lo / s.slot_period;
+        p.parts = c - c_lo;
+    }
+    return p;
+}
 
 #ifdef TRT_WOQ_WGMMA
 // mbarrier, TMA and register-reconfiguration wrappers (PTX ISA 8.0, sm_90).
@@ -211,8 +254,10 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
 }
 
 // TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
-// share the activation tile.
-template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER>
+// share the activation tile; PIECES: 2 where a CTA may take two pieces (stream-K), else 1 (whole tiles and the
+// tail split, whose code then stays that of a single piece: with the loop the 128 x 256 tile measured 15-20 %
+// slower).
+template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES>
 __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w) {
@@ -237,21 +282,20 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-    // This CTA's tile and K slice: whole tiles first, then slice-major over the tail tiles (in cluster units; the
-    // cluster's CTA `rank` takes the rank-th N tile of its unit: past N for the last unit of an odd count, where it
-    // only loads its half of the activations and stores nothing).
+    // This CTA's pieces of work (in cluster units; the cluster's CTA `rank` takes the rank-th N tile of its unit:
+    // past N for the last unit of an odd count, where it only loads its half of the activations and stores nothing).
     const int unit = blockIdx.x / CLUSTER, rank = blockIdx.x % CLUSTER;
-    const int tail_tiles = sched.m_tiles * sched.n_units - sched.dp_tiles;
-    const bool in_tail = unit >= sched.dp_tiles;
-    const int tail_idx = in_tail ? (unit - sched.dp_tiles) % tail_tiles : 0;
-    const int slice = in_tail ? (unit - sched.dp_tiles) / tail_tiles : 0;
-    int m_tile, n_unit;
-    band_coords(in_tail ? sched.dp_tiles + tail_idx : unit, sched.m_tiles, sched.n_units, m_tile, n_unit);
-    const int m0 = m_tile * TOK, n0 = (n_unit * CLUSTER + rank) * kCH;
     const int k_tiles = args.k / kBK;
-    const int kt_begin = slice * args.k_tiles_per_split;
-    const int kt_end = in_tail ? min(k_tiles, kt_begin + args.k_tiles_per_split) : k_tiles;  // whole tiles: all of K
-    const int n_k = max(0, kt_end - kt_begin);
+    // Clusters run one piece per CTA (both CTAs must load the same K tiles; and at 112 registers the 64-token
+    // tile spilled with a second piece's state).
+    static_assert(PIECES == 1 || CLUSTER == 1, "stream-K without clusters");
+    const int n_pieces = PIECES == 1 ? 1 : ws_piece_count(sched, unit);
+    auto origin = [&](const WsPiece& p, int& m0, int& n0) {
+        int m_tile, n_unit;
+        band_coords(p.unit, sched.m_tiles, sched.n_units, m_tile, n_unit);
+        m0 = m_tile * TOK;
+        n0 = (n_unit * CLUSTER + rank) * kCH;
+    };
     const bool has_zeros = args.zeros != nullptr;
 
     if (tid == 0) {
@@ -267,38 +311,45 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         __syncthreads();
 
     // Warp 0 of the producer warpgroup: lane 0 issues the TMA loads, all lanes copy the scale / zero rows.
+    // g counts the pipeline's K tiles across the pieces (stage g % STAGES, phase (g / STAGES) & 1).
     auto produce = [&]() {
         const T* __restrict__ S = static_cast<const T*>(args.scales);
         const T* __restrict__ Z = static_cast<const T*>(args.zeros);
-        for (int i = 0; i < n_k; ++i) {
-            const int s = i % STAGES, kt = kt_begin + i;
-            if (i >= STAGES) mbar_wait(empty_bar + 8 * s, ((i / STAGES) - 1) & 1);
-            if (lane == 0) {
-                mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
-                if constexpr (CLUSTER > 1)
-                    tma_load_2d_multicast(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK,
-                                          m0 + rank * (TOK / CLUSTER), full_bar + 8 * s, (1u << CLUSTER) - 1);
-                else
-                    tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
-                tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
-            }
-            for (int j = lane; j < kCH; j += 32)
-                copy_group_rows<kCH>(stage_s(s), stage_z(s), S, Z, j, kt * kBK, n0, args);
-            // This lane's copies of the previous tile have landed: arrive for them (release: visible to the
-            // consumers that acquire the barrier).
-            cp_async_commit();
-            if (i > 0) {
-                cp_async_wait<1>();
-                mbar_arrive(full_bar + 8 * ((i - 1) % STAGES));
+        int g = 0;
+        for (int q = 0; q < n_pieces; ++q) {
+            const WsPiece p = ws_piece(sched, unit, k_tiles, q);
+            int m0, n0;
+            origin(p, m0, n0);
+            for (int kt = p.kt_begin; kt < p.kt_end; ++kt, ++g) {
+                const int s = g % STAGES;
+                if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+                if (lane == 0) {
+                    mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
+                    if constexpr (CLUSTER > 1)
+                        tma_load_2d_multicast(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK,
+                                              m0 + rank * (TOK / CLUSTER), full_bar + 8 * s, (1u << CLUSTER) - 1);
+                    else
+                        tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
+                    tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
+                }
+                for (int j = lane; j < kCH; j += 32)
+                    copy_group_rows<kCH>(stage_s(s), stage_z(s), S, Z, j, kt * kBK, n0, args);
+                // This lane's copies of the previous tile have landed: arrive for them (release: visible to the
+                // consumers that acquire the barrier).
+                cp_async_commit();
+                if (g > 0) {
+                    cp_async_wait<1>();
+                    mbar_arrive(full_bar + 8 * ((g - 1) % STAGES));
+                }
             }
         }
-        if (n_k > 0) {
+        if (g > 0) {
             cp_async_wait<0>();
-            mbar_arrive(full_bar + 8 * ((n_k - 1) % STAGES));
+            mbar_arrive(full_bar + 8 * ((g - 1) % STAGES));
         }
         // Cluster: the last stages' releases include the peer's remote arrivals; this CTA stays until they landed.
         if constexpr (CLUSTER > 1)
-            for (int j = max(0, n_k - STAGES); j < n_k; ++j) mbar_wait(empty_bar + 8 * (j % STAGES), (j / STAGES) & 1);
+            for (int j = max(0, g - STAGES); j < g; ++j) mbar_wait(empty_bar + 8 * (j % STAGES), (j / STAGES) & 1);
     };
 
     constexpr bool kRegShift = ws_reg_shift(TOK);
@@ -333,14 +384,17 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     const int gshift = args.group_shift;
 
     using Frags = uint32_t[MT][kSteps][4];
+    // The current piece: its first pipeline tile (g0), first K tile and origin. Tile i of the piece is pipeline
+    // tile g0 + i.
+    int g0 = 0, kt0 = 0, m0 = 0, n0 = 0;
     // Waits for tile i and converts its weights into the A fragments of its 4 k16 steps.
     auto convert = [&](int i, Frags& af) {
-        const int s = i % STAGES;
-        mbar_wait(full_bar + 8 * s, (i / STAGES) & 1);
+        const int s = (g0 + i) % STAGES;
+        mbar_wait(full_bar + 8 * s, ((g0 + i) / STAGES) & 1);
         const uint32_t* sw = stage_w(s);
         const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
         const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
-        const int k0 = (kt_begin + i) * kBK, g0 = k0 >> gshift;
+        const int k0 = (kt0 + i) * kBK, gr0 = k0 >> gshift;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -350,7 +404,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 const uint16_t z_lo = has_zeros ? sz[c] : 0, z_hi = has_zeros ? sz[kCH + c] : 0;
 #pragma unroll
                 for (int blk = 0; blk < kSteps / kSPW; ++blk) {
-                    const bool second = ((k0 + blk * 16 * kSPW) >> gshift) != g0;  // group 32: second group row
+                    const bool second = ((k0 + blk * 16 * kSPW) >> gshift) != gr0;  // group 32: second group row
                     const uint32_t w = sw[w_base[mt][h] + ((w_chunk0[mt][h] + blk) ^ w_xor[mt][h]) * 4];
                     const uint16_t sbits = second ? s_hi : s_lo, zbits = second ? z_hi : z_lo;
                     const float z = float(*reinterpret_cast<const T*>(&zbits));
@@ -360,12 +414,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             }
     };
     float acc[MT][TOK / 2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < TOK / 2; ++j) acc[mt][j] = 0.f;
     auto issue = [&](int i, const Frags& af) {
-        const uint64_t desc = swizzle128_desc(stage_x(i % STAGES));
+        const uint64_t desc = swizzle128_desc(stage_x((g0 + i) % STAGES));
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < kSteps; ++st)
@@ -376,71 +426,85 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     // Every consumer thread arrives for its own reads of the stage (release semantics), so the producer's
     // overwrite is ordered after each of them without relying on a warp barrier.
     auto release = [&](int i) {
-        mbar_arrive(empty_bar + 8 * (i % STAGES));
+        const int s = (g0 + i) % STAGES;
+        mbar_arrive(empty_bar + 8 * s);
 #pragma unroll
-        for (int r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(empty_bar + 8 * (i % STAGES), (rank + r) % CLUSTER);
+        for (int r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(empty_bar + 8 * s, (rank + r) % CLUSTER);
     };
-    // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1 is
-    // converted into the fragments group i - 1 used, while group i runs.
-    uint32_t af0[MT][kSteps][4], af1[MT][kSteps][4];
-    auto step = [&](int i, const Frags& cur, Frags& next) {
-        issue(i, cur);
-        wgmma_wait<1>();
-        if (i > 0) release(i - 1);
-        if (i + 1 < n_k) convert(i + 1, next);
-    };
-    if (n_k > 0) convert(0, af0);
-    int i = 0;
-    for (; i + 1 < n_k; i += 2) {
-        step(i, af0, af1);
-        step(i + 1, af1, af0);
-    }
-    if (i < n_k) step(i, af0, af1);
-    wgmma_wait<0>();
-    if (n_k > 0) release(n_k - 1);  // (awaited only by a cluster's producers)
+    constexpr int kAcc = MT * TOK / 2, kPart = kAcc * kWsConsumers * 128;  // partial slot: floats per CTA
+    for (int q = 0; q < n_pieces; ++q) {
+        const WsPiece p = ws_piece(sched, unit, k_tiles, q);
+        const int n_k = p.kt_end - p.kt_begin;
+        kt0 = p.kt_begin;
+        origin(p, m0, n0);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < TOK / 2; ++j) acc[mt][j] = 0.f;
+        // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1
+        // is converted into the fragments group i - 1 used, while group i runs.
+        uint32_t af0[MT][kSteps][4], af1[MT][kSteps][4];
+        auto step = [&](int i, const Frags& cur, Frags& next) {
+            issue(i, cur);
+            wgmma_wait<1>();
+            if (i > 0) release(i - 1);
+            if (i + 1 < n_k) convert(i + 1, next);
+        };
+        if (n_k > 0) convert(0, af0);
+        int i = 0;
+        for (; i + 1 < n_k; i += 2) {
+            step(i, af0, af1);
+            step(i + 1, af1, af0);
+        }
+        if (i < n_k) step(i, af0, af1);
+        wgmma_wait<0>();
+        if (n_k > 0) release(n_k - 1);  // (awaited only by a cluster's producers)
+        g0 += n_k;
 
-    if (in_tail) {
-        // Tail tile: slices 0 .. split-2 hand their accumulators over, the last slice sums them (in slice order).
-        constexpr int kAcc = MT * TOK / 2, kPart = kAcc * kWsConsumers * 128;
-        const int tail_tile = tail_idx * CLUSTER + rank;
-        float* part = sched.partials + (size_t)tail_tile * (sched.split - 1) * kPart + ctid;
-        unsigned int* flag = sched.flags + tail_tile;
-        if (slice + 1 < sched.split) {
-            float* dst = part + (size_t)slice * kPart;
+        const int shared_unit = p.unit - sched.dp_tiles;  // >= 0 for the pieces of shared tiles
+        if (p.slot >= 0) {
+            // A partial: stored in register order (coalesced), then counted on the tile's flag.
+            float* dst = sched.partials + (size_t)(p.slot * CLUSTER + rank) * kPart + ctid;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int j = 0; j < TOK / 2; ++j) __stcg(dst + (mt * TOK / 2 + j) * (kWsConsumers * 128), acc[mt][j]);
             __threadfence();
             consumers_sync();
-            if (ctid == 0) flag_release_add(flag);
-            return;
+            if (ctid == 0) flag_release_add(sched.flags + shared_unit * CLUSTER + rank);
+            continue;
         }
-        if (ctid == 0)
-            while (flag_acquire_load(flag) < unsigned(sched.split - 1)) __nanosleep(128);
-        consumers_sync();
-        for (int z = 0; z + 1 < sched.split; ++z)
+        if (p.parts > 0) {
+            // The tile's tail: wait for its partials, add them in CTA order.
+            if (ctid == 0)
+                while (flag_acquire_load(sched.flags + shared_unit * CLUSTER + rank) < unsigned(p.parts))
+                    __nanosleep(128);
+            consumers_sync();
+            for (int z = 0; z < p.parts; ++z) {
+                const float* src = sched.partials + (size_t)((p.first + z) * CLUSTER + rank) * kPart + ctid;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int j = 0; j < TOK / 2; ++j)
-                    acc[mt][j] += __ldcg(part + (size_t)z * kPart + (mt * TOK / 2 + j) * (kWsConsumers * 128));
-    }
+                    for (int j = 0; j < TOK / 2; ++j)
+                        acc[mt][j] += __ldcg(src + (mt * TOK / 2 + j) * (kWsConsumers * 128));
+            }
+        }
 
-    // Epilogue: both consumer warpgroups are past their last read of every stage before the staging tile
-    // overwrites them. acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token
-    // 8j + 2 (t % 4) + (e & 1).
-    consumers_sync();
-    float* epi = reinterpret_cast<float*>(smem);
+        // Epilogue (only ever the CTA's last piece, so the pipeline buffers are free for good): both consumer
+        // warpgroups are past their last read of every stage before the staging tile overwrites them.
+        // acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token 8j + 2 (t % 4) + (e & 1).
+        consumers_sync();
+        float* epi = reinterpret_cast<float*>(smem);
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int j = 0; j < TOK / 8; ++j)
+            for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] = acc[mt][4 * j + e];
-    consumers_sync();
-    store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
+                for (int e = 0; e < 4; ++e)
+                    epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] = acc[mt][4 * j + e];
+        consumers_sync();
+        store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
+    }
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
 #endif
