@@ -7,7 +7,9 @@ bandwidth (packed weights + scales + zeros, bytes per second) and its fraction o
 
 Timing: every method's calls are captured in one CUDA graph that cycles through enough copies of the weights to exceed
 2.5x the L2 cache (so each call streams its weights from HBM), at least 24 calls per replay; the figure is the median
-over 25 replays of (replay time / calls). Weight values are random (speed does not depend on them; correctness is
+over 25 replays of (replay time / calls). The methods of one (K, N, M) group take their replays in turn (cuBLAS,
+ours, cuBLAS, ours, ...), not one method's 25 after another's: under the power cap below, the method timed last
+would otherwise run on a hotter, slower GPU. Weight values are random (speed does not depend on them; correctness is
 tests/device/kernels_check.py's job).
 
 Clocks: seconds of compute-bound GEMMs at M >= 256 push an H100 to its power cap (700 W, SM clock down to ~1.3 GHz),
@@ -162,11 +164,17 @@ def setup_torch_int4(k: int, n: int, l2: int) -> Setup:
 # ---- timing ------------------------------------------------------------------------------------------------------
 def time_calls(calls: list[Callable[[], None]], min_calls: int = 24, replays: int = 25) -> float:
     """Median microseconds per call, from CUDA-graph replays of the calls in a cycle."""
+    result = time_interleaved([calls], min_calls, replays)[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _capture(calls: list[Callable[[], None]], min_calls: int, stream):
+    """One CUDA graph cycling through ``calls`` (at least ``min_calls`` launches), replayed once; (graph, calls)."""
     torch = _torch()
     per_graph = len(calls) * math.ceil(min_calls / len(calls))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
+    with torch.cuda.stream(stream):
         for c in calls:  # warm-up (cuBLAS handles, lazy module loads) outside the capture
             c()
     torch.cuda.synchronize()
@@ -176,17 +184,37 @@ def time_calls(calls: list[Callable[[], None]], min_calls: int = 24, replays: in
             calls[i % len(calls)]()
     graph.replay()
     torch.cuda.synchronize()
+    return graph, per_graph
+
+
+def time_interleaved(methods: list[list[Callable[[], None]]], min_calls: int = 24,
+                     replays: int = 25) -> list[float | Exception]:
+    """Median microseconds per call of each method, its replays taken in turn with the other methods' so that all
+    see the same clock and power state (module docstring). A method whose warm-up or capture fails gets its exception
+    in place of a time; the others are still timed."""
+    torch = _torch()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    captured: list = []
+    for calls in methods:
+        try:
+            captured.append(_capture(calls, min_calls, side))
+        except Exception as e:  # reported in this method's row
+            captured.append(e)
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    times = []
+    times: list[list[float]] = [[] for _ in methods]
     for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / per_graph)
-    del graph
-    return statistics.median(times)
+        for c, t in zip(captured, times):
+            if isinstance(c, Exception):
+                continue
+            graph, per_graph = c
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            t.append(start.elapsed_time(end) * 1e3 / per_graph)
+    return [c if isinstance(c, Exception) else statistics.median(t) for c, t in zip(captured, times)]
 
 
 def copy_bandwidth(nbytes: int = 1 << 30) -> float:
@@ -256,6 +284,7 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
         for m in ms:
             if after_compute_bound and m <= 64 and settle_s > 0:
                 time.sleep(settle_s)  # leave the power cap the previous group's GEMMs ran into (module docstring)
+            timed = []  # (name, setup, calls) of the methods timed together in this group
             for name, st in setups.items():
                 if isinstance(st, Exception):
                     rows.append(Row(k, n, m, name, None, 0, error=f"{type(st).__name__}: {st}"))
@@ -268,10 +297,16 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                     if lib.supports(cid, probe, props.major * 10 + props.minor) != K.Status.OK:
                         continue
                 try:
-                    us = time_calls(st.make_calls(m))
-                    rows.append(Row(k, n, m, name, us, st.weight_bytes))
+                    timed.append((name, st, st.make_calls(m)))
                 except Exception as e:
                     rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(e).__name__}: {e}"))
+            results = time_interleaved([calls for _, _, calls in timed])
+            for (name, st, _), us in zip(timed, results):
+                if isinstance(us, Exception):
+                    rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(us).__name__}: {us}"))
+                else:
+                    rows.append(Row(k, n, m, name, us, st.weight_bytes))
+            del timed
             mhz = sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
             after_compute_bound = m >= 256
             log(summary_line(rows, k, n, m, copy_gbps, mhz))

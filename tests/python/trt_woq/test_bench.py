@@ -1,4 +1,5 @@
-"""CPU tests of the benchmark's pure parts: the markdown rendering of a saved run and the shape parser."""
+"""Tests of the benchmark: its pure parts on the CPU (the markdown rendering of a saved run, the shape parser) and the
+interleaved timing on a GPU (skipped without torch CUDA)."""
 
 import numpy as np
 import pytest
@@ -41,3 +42,23 @@ def test_markdown_without_clock_record():
                                           ("4096x4096,14336x4096", [(4096, 4096), (14336, 4096)])])
 def test_parse_shapes(text, shapes):
     assert bench.parse_shapes(text) == shapes
+
+
+def test_interleaved_timing_orders_methods_and_isolates_a_failure():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU for torch")
+    rng = np.random.default_rng()
+    short, long = int(rng.integers(2_000, 4_000)), int(rng.integers(200_000, 400_000))  # spin-loop clock cycles
+
+    def broken():
+        raise RuntimeError("setup failed")
+
+    fast, slow, failed = bench.time_interleaved([[lambda: torch.cuda._sleep(short)],
+                                                 [lambda: torch.cuda._sleep(long)], [broken]], min_calls=4, replays=5)
+    assert isinstance(failed, RuntimeError)
+    assert 0 < fast < slow
+    # ~1.3-2 GHz: the long spin is tens of microseconds per call, far above the short one.
+    assert slow > 10 * fast
+    with pytest.raises(RuntimeError, match="setup failed"):
+        bench.time_calls([broken])
