@@ -378,14 +378,14 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // tile only INT4 within one wave, where it measured 1-3 % faster than the 64 x 128 wgmma kernel (4096 x
         // 28672: 45.0 vs 46.0 us); beyond a wave it was not faster (8192 x 57344: 178.4 vs 173.8 us) and INT8 (6
         // stages) was not measured alone. Otherwise the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile
-        // with split-K. INT4 only (INT8 not measured), 2026-11-22 A/B/A runs (docs/performance.md): for M >= 1024
-        // and K <= 4096 the 256 x 128 tile in clusters of 2 (4096 x 28672, M = 1024: 348 / 341 vs 394 / 389 us;
-        // 4096 x 6144, M = 4096: 297 / 295 vs 332 / 327 us; not faster at M = 256, slower at M = 4096 with K >=
-        // 8192); stream-K for the 256 x 128 tile within one wave 1/2 to 3/4 full (8192 x 10240, M = 256, 80
-        // tiles: 70.6 / 70.3 vs 79.1 / 85.3 us whole; not faster with 128 tiles, nor over the last wave of 224).
-        // Both measured by candidate id side by side; through the public dispatch (trt_woq.bench) within the spread.
+        // with split-K. INT4 only (INT8 not measured): stream-K for the 256 x 128 tile within one wave 1/2 to 3/4
+        // full (8192 x 10240, M = 256, 80 tiles: 70.6 / 70.3 vs 79.1 / 85.3 us whole by candidate id; 81.4 vs
+        // 97.9 us through the public dispatch; not faster with 128 tiles, nor over the last wave of 224). The
+        // 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at M >= 1024 with K <= 4096, but
+        // through the public dispatch in one run slower (4096 x 4096, M = 1024: 53.8 vs 48.3 us; 4096 x 6144:
+        // 89.3 vs 85.7) or even (docs/performance.md, 2026-11-22 13:50).
         const bool int4 = params->bits == 4;
-        const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : (int4 && m >= 1024 && params->k <= 4096 ? 10 : 7));
+        const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : 7);
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
