@@ -4,10 +4,12 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "gemm.h"
 #include "gemm_mma.cuh"
@@ -69,6 +71,7 @@ constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 enum Variant { kWhole, kSplit, kStreamK };
 constexpr int kFirstWsTile = 7, kNumStreamK = 2;  // not the clustered tile (gemm_wgmma_ws.cuh)
 constexpr int kNumCandidates = 2 * kNumTiles + kNumStreamK;
+static_assert(kNumCandidates == kCandidateCount, "gemm.h's kCandidateCount and the registry's list follow this table");
 int tile_of(int id) { return id < 2 * kNumTiles ? id / 2 : kFirstWsTile + id - 2 * kNumTiles; }
 Variant variant_of(int id) { return id < 2 * kNumTiles ? Variant(id % 2) : kStreamK; }
 constexpr int kMaxSplit = 16;
@@ -454,6 +457,19 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
 
 cudaError_t last_cuda_error_code() { return g_last_cuda_code; }
 
+const char* candidate_name(int id) {
+    static const std::array<std::string, kNumCandidates> names = [] {
+        std::array<std::string, kNumCandidates> n;
+        for (int i = 0; i < kNumCandidates; ++i) {
+            const Variant v = variant_of(i);
+            const char* split = kTiles[tile_of(i)].kernel == Kernel::kWgmmaWs ? "_tailsplit" : "_splitk";
+            n[i] = std::string("gemm_") + kTiles[tile_of(i)].name + (v == kWhole ? "" : (v == kSplit ? split : "_streamk"));
+        }
+        return n;
+    }();
+    return names[id].c_str();
+}
+
 }  // namespace gemm
 }  // namespace trt_woq
 
@@ -465,10 +481,7 @@ int32_t trt_woq_gemm_candidate_count(void) { return kNumCandidates; }
 
 trt_woq_status trt_woq_gemm_candidate_describe(int32_t id, char* buf, size_t buf_size) {
     if (id < 0 || id >= kNumCandidates || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    const Variant v = variant_of(id);
-    const char* split = kTiles[tile_of(id)].kernel == Kernel::kWgmmaWs ? "_tailsplit" : "_splitk";
-    std::snprintf(buf, buf_size, "gemm_%s%s", kTiles[tile_of(id)].name,
-                  v == kWhole ? "" : (v == kSplit ? split : "_streamk"));
+    std::snprintf(buf, buf_size, "%s", candidate_name(id));
     return TRT_WOQ_OK;
 }
 

@@ -39,26 +39,22 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return p->m > 16 ? 200 : 5;
 }
 
-#define TRT_WOQ_GEMM_CANDIDATE(id, name) {name, supports<id>, workspace<id>, launch<id>, score<id>}
+#define TRT_WOQ_GEMM_CANDIDATE(id) {gemm::candidate_name(id), supports<id>, workspace<id>, launch<id>, score<id>}
 
 }  // namespace
 
-// Names and order as trt_woq_gemm_candidate_describe() (gemm.cu's tile table, id = 2 * tile + split variant, then
-// the stream-K variants of the warp-specialized tiles).
+// In gemm.cu's order (id = 2 * tile + split variant, then the stream-K variants of the warp-specialized tiles); the
+// names come from gemm.cu, as trt_woq_gemm_candidate_describe() writes them.
 const Candidate kGemmCandidates[] = {
-    TRT_WOQ_GEMM_CANDIDATE(0, "gemm_mma_128x128x64_s4"),    TRT_WOQ_GEMM_CANDIDATE(1, "gemm_mma_128x128x64_s4_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(2, "gemm_mma_128x128x64_s3_o2"), TRT_WOQ_GEMM_CANDIDATE(3, "gemm_mma_128x128x64_s3_o2_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(4, "gemm_mma_64x128x64_s4"),     TRT_WOQ_GEMM_CANDIDATE(5, "gemm_mma_64x128x64_s4_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(6, "gemm_mma_32x128x64_s6"),     TRT_WOQ_GEMM_CANDIDATE(7, "gemm_mma_32x128x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(8, "gemm_wgmma_64x128x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(9, "gemm_wgmma_64x128x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(10, "gemm_wgmma_128x128x64_s4_o2"), TRT_WOQ_GEMM_CANDIDATE(11, "gemm_wgmma_128x128x64_s4_o2_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(12, "gemm_wgmma_64x64x64_s6"),   TRT_WOQ_GEMM_CANDIDATE(13, "gemm_wgmma_64x64x64_s6_splitk"),
-    TRT_WOQ_GEMM_CANDIDATE(14, "gemm_wgmma_ws_256x128x64_s5"), TRT_WOQ_GEMM_CANDIDATE(15, "gemm_wgmma_ws_256x128x64_s5_tailsplit"),
-    TRT_WOQ_GEMM_CANDIDATE(16, "gemm_wgmma_ws_128x256x64_s6"), TRT_WOQ_GEMM_CANDIDATE(17, "gemm_wgmma_ws_128x256x64_s6_tailsplit"),
-    TRT_WOQ_GEMM_CANDIDATE(18, "gemm_wgmma_ws_64x128x64_s8_c2"), TRT_WOQ_GEMM_CANDIDATE(19, "gemm_wgmma_ws_64x128x64_s8_c2_tailsplit"),
-    TRT_WOQ_GEMM_CANDIDATE(20, "gemm_wgmma_ws_256x128x64_s5_c2"), TRT_WOQ_GEMM_CANDIDATE(21, "gemm_wgmma_ws_256x128x64_s5_c2_tailsplit"),
-    TRT_WOQ_GEMM_CANDIDATE(22, "gemm_wgmma_ws_256x128x64_s5_streamk"), TRT_WOQ_GEMM_CANDIDATE(23, "gemm_wgmma_ws_128x256x64_s6_streamk"),
+    TRT_WOQ_GEMM_CANDIDATE(0),  TRT_WOQ_GEMM_CANDIDATE(1),  TRT_WOQ_GEMM_CANDIDATE(2),  TRT_WOQ_GEMM_CANDIDATE(3),
+    TRT_WOQ_GEMM_CANDIDATE(4),  TRT_WOQ_GEMM_CANDIDATE(5),  TRT_WOQ_GEMM_CANDIDATE(6),  TRT_WOQ_GEMM_CANDIDATE(7),
+    TRT_WOQ_GEMM_CANDIDATE(8),  TRT_WOQ_GEMM_CANDIDATE(9),  TRT_WOQ_GEMM_CANDIDATE(10), TRT_WOQ_GEMM_CANDIDATE(11),
+    TRT_WOQ_GEMM_CANDIDATE(12), TRT_WOQ_GEMM_CANDIDATE(13), TRT_WOQ_GEMM_CANDIDATE(14), TRT_WOQ_GEMM_CANDIDATE(15),
+    TRT_WOQ_GEMM_CANDIDATE(16), TRT_WOQ_GEMM_CANDIDATE(17), TRT_WOQ_GEMM_CANDIDATE(18), TRT_WOQ_GEMM_CANDIDATE(19),
+    TRT_WOQ_GEMM_CANDIDATE(20), TRT_WOQ_GEMM_CANDIDATE(21), TRT_WOQ_GEMM_CANDIDATE(22), TRT_WOQ_GEMM_CANDIDATE(23),
 };
+static_assert(sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]) == gemm::kCandidateCount,
+              "one registry entry per GEMM candidate");
 const int kGemmCandidateCount = sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]);
 
 }  // namespace trt_woq
