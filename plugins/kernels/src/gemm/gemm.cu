@@ -39,7 +39,7 @@ namespace {
 //     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128). Their second candidate is
 //     the "tail split" (whole tiles for the full waves, the last partial wave split along K and summed in the
 //     kernel) instead of the split-K + reduce kernel of the others; their third (ids from 2 * kNumTiles on)
-//     "stream-K" (the last partial wave's K iterations shared equally by a wave of CTAs).
+//     "stream-K" (the last partial wave's K iterations shared equally by a wave of CTAs); tile 9 has the same two.
 //   9 (SM90) warp-specialized 64 tokens x 128 channels, 8 stages (INT8: 6), 2 CTAs per SM, clusters of 2 CTAs
 //     along N sharing the activation tile through multicast TMA: M <= 64 (bound by the weight stream).
 //   10 (SM90) 7 in clusters of 2 along N with multicast activations: at M = 256 every 256 x 128 CTA re-reads a
@@ -69,7 +69,7 @@ constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates: id = 2 * tile + splitk for every tile, then the stream-K variant of each warp-specialized tile
 // (appended, so the older ids keep their meaning). The split variants exist only where they split (split >= 2).
 enum Variant { kWhole, kSplit, kStreamK };
-constexpr int kFirstWsTile = 7, kNumStreamK = 2;  // not the clustered tile (gemm_wgmma_ws.cuh)
+constexpr int kFirstWsTile = 7, kNumStreamK = 3;  // tiles 7, 8, 9; not the clustered 256 x 128 tile (10)
 constexpr int kNumCandidates = 2 * kNumTiles + kNumStreamK;
 static_assert(kNumCandidates == kCandidateCount, "gemm.h's kCandidateCount and the registry's list follow this table");
 int tile_of(int id) { return id < 2 * kNumTiles ? id / 2 : kFirstWsTile + id - 2 * kNumTiles; }
@@ -339,7 +339,9 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 8:
             return plan.two_pieces ? launch_wgmma_ws<128, 2, 6, BITS, T, 1, 2>(args, plan, workspace, stream)
                                    : launch_wgmma_ws<128, 2, 6, BITS, T>(args, plan, workspace, stream);
-        case 9: return launch_wgmma_ws<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
+        case 9:
+            return plan.two_pieces ? launch_wgmma_ws<64, 1, 8, BITS, T, 2, 2>(args, plan, workspace, stream)
+                                   : launch_wgmma_ws<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
@@ -383,7 +385,10 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // stages) was not measured alone. Otherwise the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile
         // with split-K. INT4 only (INT8 not measured): stream-K for the 256 x 128 tile within one wave 1/2 to 3/4
         // full (8192 x 10240, M = 256, 80 tiles: 70.6 / 70.3 vs 79.1 / 85.3 us whole by candidate id; 81.4 vs
-        // 97.9 us through the public dispatch; not faster with 128 tiles, nor over the last wave of 224). The
+        // 97.9 us through the public dispatch; not faster with 128 tiles, nor over the last wave of 224); for the
+        // clustered 64-token tile the other way round: over a last wave at least half full (8192 x 57344, M = 17 /
+        // 32 / 64, 224 units of 2 tiles on 132: 159.8 / 160.2 / 162.6 vs 172.7 / 173.4 / 177.6 us whole), not within
+        // one wave (4096 x 28672, 112 units: 50.8 vs 46.8 us at M = 64; 2026-11-22 session 4). The
         // 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at M >= 1024 with K <= 4096, but
         // through the public dispatch in one run slower (4096 x 4096, M = 1024: 53.8 vs 48.3 us; 4096 x 6144:
         // 89.3 vs 85.7) or even (docs/performance.md, 2026-11-22 13:50).
@@ -394,9 +399,9 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
             return 2 * ws + 1;
         const int64_t wave = ws_wave(kTiles[ws]);
         const int streamk = 2 * kNumTiles + ws - kFirstWsTile;
-        if (ws == 7 && int4 && 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave &&
-            supports(streamk, params, sm) == TRT_WOQ_OK)
-            return streamk;
+        const bool streamk_fits = ws == 7 ? 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave
+                                          : ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
+        if (int4 && streamk_fits && supports(streamk, params, sm) == TRT_WOQ_OK) return streamk;
         const bool whole_ok = ws != 9 || (int4 && tail.tiles <= wave);
         if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
         const int tile = m <= 64 ? 4 : 5;

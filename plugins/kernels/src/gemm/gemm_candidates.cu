@@ -52,6 +52,7 @@ const Candidate kGemmCandidates[] = {
     TRT_WOQ_GEMM_CANDIDATE(12), TRT_WOQ_GEMM_CANDIDATE(13), TRT_WOQ_GEMM_CANDIDATE(14), TRT_WOQ_GEMM_CANDIDATE(15),
     TRT_WOQ_GEMM_CANDIDATE(16), TRT_WOQ_GEMM_CANDIDATE(17), TRT_WOQ_GEMM_CANDIDATE(18), TRT_WOQ_GEMM_CANDIDATE(19),
     TRT_WOQ_GEMM_CANDIDATE(20), TRT_WOQ_GEMM_CANDIDATE(21), TRT_WOQ_GEMM_CANDIDATE(22), TRT_WOQ_GEMM_CANDIDATE(23),
+    TRT_WOQ_GEMM_CANDIDATE(24),
 };
 static_assert(sizeof(kGemmCandidates) / sizeof(kGemmCandidates[0]) == gemm::kCandidateCount,
               "one registry entry per GEMM candidate");

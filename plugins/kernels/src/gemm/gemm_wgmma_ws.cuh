@@ -9,9 +9,11 @@
 //     row r at c ^ (r % 8)): for the activations that is the K-major layout wgmma's shared-memory descriptor reads;
 //     for the packed lines it spreads the 8 channels a warp reads per k16 step over 32 banks (INT4: 2 lines x 4
 //     channels, INT8: 4 lines x 2). Rows beyond M and lines beyond N / I are zero-filled by TMA. The lanes of the
-//     same warp copy the scale / zero rows with 4-byte cp.async (their rows need only 4-byte alignment) and arrive
-//     on the same "full" mbarrier once those copies are complete (one tile later, so the warp never waits for its
-//     newest copies). Layout v1 in global memory is unchanged.
+//     same warp copy the scale / zero rows with 4-byte cp.async (their rows need only 4-byte alignment); the
+//     hardware arrives for each lane on the same "full" mbarrier once its copies are complete
+//     (cp.async.mbarrier.arrive), so the warp never waits for them and every stage can be in flight. (It used to
+//     wait for the previous tile's copies before going on, which kept about two tiles in flight whatever the
+//     stages.) Layout v1 in global memory is unchanged.
 //   * consumer warpgroup c owns CH / 2 channels (one or two m64 row blocks): it converts tile i + 1 into the second
 //     fragment buffer while the wgmma group of tile i runs, and releases a stage to the producer ("empty" mbarrier,
 //     one arrival per consumer thread) once the wgmma group that read it has completed. setmaxnreg moves registers
@@ -164,6 +166,12 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
         "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
         : "memory");
 }
+// An arrival on `bar` made by the hardware once this thread's earlier cp.async copies are complete (.noinc: it is
+// one of the arrivals the barrier was initialised to expect).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Arrive on the barrier at the same offset in CTA `rank` of the cluster.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
     uint32_t remote;
@@ -286,9 +294,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     // past N for the last unit of an odd count, where it only loads its half of the activations and stores nothing).
     const int unit = blockIdx.x / CLUSTER, rank = blockIdx.x % CLUSTER;
     const int k_tiles = args.k / kBK;
-    // Clusters run one piece per CTA (both CTAs must load the same K tiles; and at 112 registers the 64-token
-    // tile spilled with a second piece's state).
-    static_assert(PIECES == 1 || CLUSTER == 1, "stream-K without clusters");
+    // The CTAs of a cluster share the unit, so they take the same pieces and load the same K tiles (the multicast
+    // needs that), one piece or two alike.
     const int n_pieces = PIECES == 1 ? 1 : ws_piece_count(sched, unit);
     auto origin = [&](const WsPiece& p, int& m0, int& n0) {
         int m_tile, n_unit;
@@ -334,19 +341,12 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 }
                 for (int j = lane; j < kCH; j += 32)
                     copy_group_rows<kCH>(stage_s(s), stage_z(s), S, Z, j, kt * kBK, n0, args);
-                // This lane's copies of the previous tile have landed: arrive for them (release: visible to the
-                // consumers that acquire the barrier).
-                cp_async_commit();
-                if (g > 0) {
-                    cp_async_wait<1>();
-                    mbar_arrive(full_bar + 8 * ((g - 1) % STAGES));
-                }
+                // The barrier arrives for this lane once its copies have landed (release: visible to the
+                // consumers that acquire the barrier); the lane goes on at once.
+                cp_async_mbar_arrive(full_bar + 8 * s);
             }
         }
-        if (g > 0) {
-            cp_async_wait<0>();
-            mbar_arrive(full_bar + 8 * ((g - 1) % STAGES));
-        }
+        cp_async_wait_all();  // no copy outlives the warp
         // Cluster: the last stages' releases include the peer's remote arrivals; this CTA stays until they landed.
         if constexpr (CLUSTER > 1)
             for (int j = max(0, g - STAGES); j < g; ++j) mbar_wait(empty_bar + 8 * (j % STAGES), (j / STAGES) & 1);
