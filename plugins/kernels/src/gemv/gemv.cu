@@ -110,7 +110,10 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
  *   M > 8, INT8: 8 tiles split over a cluster when N >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles;
  *   M > 8, INT4 on SM90: the GEMM family's pick, except 8 tiles (no cluster) when K >= 8192 and the 64-channel CTAs
  *                 fill one wave (90 % of the SMs or more, one CTA each: N = 8192 on 132 SMs) or make 6 waves or more
- *                 (N = 57344); elsewhere the GEMM's wgmma split-K kernel measured faster (N = 4096, 10240, 28672). */
+ *                 (N = 57344); also up to M = 12 with K < 8192 where the GEMV's CTAs fit in one wave: 4 tiles when
+ *                 32-channel CTAs do (N = 4096), else 8 (N = 6144) (M = 10, 12: 10.2-10.3 vs 11.0 us, 15.1-15.2 vs
+ *                 16.2-16.3 us; the GEMM from M = 14: 11.4 vs 11.2, 16.4 vs 15.9); elsewhere the GEMM's wgmma split-K
+ *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672). */
 template <int NT, bool CLUSTER, int KPARTS = 1>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
@@ -138,6 +141,8 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
         const bool one_wave = tiles8 <= sms && 10 * tiles8 >= 9 * sms;
         if (p->k >= 8192 && sms > 0 && (one_wave || tiles8 >= 6 * sms)) {
             want_nt = 8;
+        } else if (p->m <= 12 && p->k < 8192 && tiles8 <= sms) {
+            want_nt = (p->n + 31) / 32 <= sms ? 4 : 8;
         } else {
             // The GEMV ranks below the GEMM's pick (score 5) and stays the fallback.
             return NT == 4 && !CLUSTER && KPARTS == 1 ? 4 : 3;
