@@ -322,6 +322,13 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
                          args, sched, tmap_x, tmap_w);
 }
 
+// A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1>
+trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
+    return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2>(args, plan, workspace, stream)
+                           : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER>(args, plan, workspace, stream);
+}
+
 template <int BITS, typename T>
 trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* workspace, cudaStream_t stream) {
     const int split = plan.split;
@@ -333,15 +340,9 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 4: return launch_wgmma<64, 6, BITS, T>(args, split, stream);
         case 5: return launch_wgmma<128, 4, BITS, T, 2, 2>(args, split, stream);
         case 6: return launch_wgmma<64, 6, BITS, T, 1>(args, split, stream);
-        case 7:
-            return plan.two_pieces ? launch_wgmma_ws<256, 1, 5, BITS, T, 1, 2>(args, plan, workspace, stream)
-                                   : launch_wgmma_ws<256, 1, 5, BITS, T>(args, plan, workspace, stream);
-        case 8:
-            return plan.two_pieces ? launch_wgmma_ws<128, 2, 6, BITS, T, 1, 2>(args, plan, workspace, stream)
-                                   : launch_wgmma_ws<128, 2, 6, BITS, T>(args, plan, workspace, stream);
-        case 9:
-            return plan.two_pieces ? launch_wgmma_ws<64, 1, 8, BITS, T, 2, 2>(args, plan, workspace, stream)
-                                   : launch_wgmma_ws<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
+        case 7: return launch_wgmma_ws_pieces<256, 1, 5, BITS, T>(args, plan, workspace, stream);
+        case 8: return launch_wgmma_ws_pieces<128, 2, 6, BITS, T>(args, plan, workspace, stream);
+        case 9: return launch_wgmma_ws_pieces<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }

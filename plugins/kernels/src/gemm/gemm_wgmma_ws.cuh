@@ -171,7 +171,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Arrive on the barrier at the same offset in CTA `rank` of the cluster.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
     uint32_t remote;
@@ -346,7 +345,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 cp_async_mbar_arrive(full_bar + 8 * s);
             }
         }
-        cp_async_wait_all();  // no copy outlives the warp
+        cp_async_commit();  // no copy outlives the warp
+        cp_async_wait<0>();
         // Cluster: the last stages' releases include the peer's remote arrivals; this CTA stays until they landed.
         if constexpr (CLUSTER > 1)
             for (int j = max(0, g - STAGES); j < g; ++j) mbar_wait(empty_bar + 8 * (j % STAGES), (j / STAGES) & 1);
