@@ -16,6 +16,7 @@ from graph_passes.registry import Registry
 @dataclass(frozen=True)
 class QuantMethod:
     name: str                 # the CLI's --method value
+    summary: str              # one line for --help
     quantize: Callable
     needs_calibration: bool
     tests: tuple[str, ...]    # pytest ids
@@ -27,7 +28,8 @@ def rtn(w, fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios, 
 
 
 METHODS: Registry[QuantMethod] = Registry("quantization method", "--method")
-RTN = METHODS.add(QuantMethod(name="rtn", quantize=rtn, needs_calibration=False,
+RTN = METHODS.add(QuantMethod(name="rtn", summary="round to nearest with a per-group scale search", quantize=rtn,
+                              needs_calibration=False,
                               tests=("tests/graph_passes/test_quantize.py::test_search_improves_int4_on_outliers",)))
 
 __all__ = ["METHODS", "RTN", "QuantMethod", "rtn"]
