@@ -67,8 +67,8 @@ class Registry(Generic[E]):
         try:
             return self._entries[name]
         except KeyError:
-            what = self.option or self.axis
-            raise UserError(f"{what}: unknown {self.axis} {name!r}; known: {', '.join(self._entries)}") from None
+            where = f"{self.option}: " if self.option else ""
+            raise UserError(f"{where}unknown {self.axis} {name!r}; known: {', '.join(self._entries)}") from None
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._entries)

@@ -103,7 +103,7 @@ _INTEGER_TESTS = ("tests/graph_passes/test_quantize.py::test_error_bound_and_sea
                   "tests/graph_passes/layouts/test_interleaved_v1.py::test_round_trip_seeded_sweep")
 _INTEGER_CONVERTER_TEST = "tests/plugins/kernels/test_kernels_gpu.py::test_converters_exhaustive"
 
-WEIGHT_FORMATS: Registry[WeightFormat] = Registry("weight format", "--bits")
+WEIGHT_FORMATS: Registry[WeightFormat] = Registry("weight format")
 INT8 = WEIGHT_FORMATS.add(WeightFormat(
     name="int8", label="INT8", bits=8, c_name="TRT_WOQ_WEIGHT_INT8", c_enum=0, quantizer=quantize_rtn,
     layout=interleaved_v1, group_sizes=(-1, 32, 64, 128, 256), asymmetric=True,
