@@ -6,9 +6,11 @@
 Both models run on the same generated inputs (a seeded generator: floats N(0, 1); integer inputs that index a
 Gather of a constant table are drawn from that table's rows, others from [0, 16); dynamic dims from ``input_shapes``
 or the defaults below). A plugin-format model (``trt_woq::WeightOnlyLinear`` nodes) cannot run in ONNX Runtime, so
-it runs as its **Q/DQ twin**, built here by unpacking every WeightOnlyLinear node's packed weight into
-``DequantizeLinear`` (opset 21, ``block_size`` for groups) + ``MatMul`` (+ ``Add`` for the bias): the same integer
-values, scales and zero points that the plugin reads, so the comparison measures what the file holds.
+it runs as its **twin**, built here from every WeightOnlyLinear node's packed weight: integer formats as
+``DequantizeLinear`` (opset 21, ``block_size`` for groups) + ``MatMul`` (+ ``Add`` for the bias), formats that ONNX
+has no type for (FP6) as their dequantized weight, a float constant, + ``MatMul``; the same values, scales and zero
+points that the plugin reads, so the comparison measures what the file holds. ``write_twin`` (the CLI's ``twin``)
+saves it for other harnesses.
 
 ONNX Runtime runs with graph optimizations at the BASIC level: at its default level it fuses DequantizeLinear +
 MatMul into MatMulNBits, which quantizes the activations to int8 (accuracy level 4) and adds about 1% error that the
@@ -118,7 +120,7 @@ def compare_arrays(name: str, original: np.ndarray, quantized: np.ndarray) -> Ou
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Plugin format -> Q/DQ twin
+# Plugin format -> twin (Q/DQ or float weights)
 # ---------------------------------------------------------------------------------------------------------------
 
 def _attrs(node) -> dict:
@@ -127,36 +129,57 @@ def _attrs(node) -> dict:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _int_tensor(name: str, values: np.ndarray, bits: int):
-    """A UINT8 or UINT4 initializer from uint8 values, as raw data (UINT4: two per byte, low nibble first)."""
-    from onnx import TensorProto, helper
-
-    flat = np.ascontiguousarray(values, np.uint8).reshape(-1)
-    if bits == 4:
-        if flat.size % 2:
-            flat = np.append(flat, np.uint8(0))
-        flat = flat[0::2] | (flat[1::2] << 4)
-    return helper.make_tensor(name, TensorProto.UINT4 if bits == 4 else TensorProto.UINT8, list(values.shape),
-                              flat.tobytes(), raw=True)
-
-
 def has_plugin_nodes(model) -> bool:
     return any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph.node)
 
 
-def plugin_to_qdq(model):
-    """A copy of ``model`` where every WeightOnlyLinear node is DequantizeLinear + MatMul (+ Add bias).
+def _weight_nodes(fmt, name: str, packed, scales, zeros, k: int, n: int, group: int, compute_dtype):
+    """The twin's weight for one node: (tensor name, nodes, initializers) computing ``W[K, N]`` in compute_dtype.
 
-    The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
-    values the plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
-    with a message rather than silently converted.
+    Integer formats: DequantizeLinear of the unpacked codes (opset 21, ``block_size`` for groups). Formats with no
+    ONNX type (FP6): the float64 reference ``fmt.dequantize`` rounded once to the activation dtype (the op's
+    semantics: exact product, one rounding), stored as a constant.
+    """
+    from onnx import helper, numpy_helper
+
+    groups = 1 if group == -1 else k // group
+    p = f"{name}.twin"
+    if fmt.qdq is None:
+        w = fmt.dequantize(packed, np.asarray(scales, np.float64).reshape(groups, n), None, k, n, group)
+        w = w.astype(scales.dtype).astype(compute_dtype)  # one rounding to the activation dtype
+        return f"{p}.weight", [], [numpy_helper.from_array(w, f"{p}.weight")]
+    u = fmt.unpack(packed, k, n).astype(np.int64)  # uint8 codes [K, N]
+    z = (np.full((groups, n), 1 << (fmt.bits - 1)) if zeros is None
+         else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.int64))
+    s = scales.reshape(groups, n).astype(compute_dtype)
+    if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
+        s, z, dq_attrs = s.reshape(n), z.reshape(n), {"axis": 1}
+    else:
+        dq_attrs = {"axis": 0, "block_size": group}
+    u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
+    inits = [fmt.qdq_tensor(u_name, u, signed=False), numpy_helper.from_array(s, s_name),
+             fmt.qdq_tensor(z_name, z, signed=False)]
+    node = helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"], name=f"{p}.dequantize",
+                            **dq_attrs)
+    return f"{p}.weight", [node], inits
+
+
+def plugin_twin(model):
+    """A copy of ``model`` that ONNX Runtime can run: every WeightOnlyLinear node becomes its weight (Q/DQ for the
+    integer formats, a float constant for formats ONNX has no type for) + MatMul (+ Add bias).
+
+    The weights are unpacked from the node's packed initializer, so the twin computes with exactly the values the
+    plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused with a
+    message rather than silently converted.
     """
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from graph_passes.registry.formats import format_by_bits
+
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset < QDQ_OPSET:
-        raise UserError(f"the quantized model imports ONNX opset {opset}; its Q/DQ twin needs opset >= {QDQ_OPSET} "
+        raise UserError(f"the quantized model imports ONNX opset {opset}; its twin needs opset >= {QDQ_OPSET} "
                         f"(blocked DequantizeLinear). Re-run the quantizer, which writes opset {QDQ_OPSET}")
     twin = onnx.ModelProto()
     twin.CopyFrom(model)
@@ -175,6 +198,10 @@ def plugin_to_qdq(model):
             has_zeros, has_bias, layout = int(a.get("has_zeros", 0)), int(a.get("has_bias", 0)), int(a["layout"])
         except KeyError as exc:
             raise UserError(f"{OP_TYPE} node {name}: missing attribute {exc}") from None
+        fmt = format_by_bits(bits, f"{OP_TYPE} node {name}")
+        if layout != fmt.layout.VERSION:
+            raise UserError(f"{OP_TYPE} node {name}: {fmt.label} is packed in layout {fmt.layout.VERSION}, "
+                            f"the node says layout {layout}")
         expected = 3 + has_zeros + has_bias
         if len(node.input) != expected:
             raise UserError(f"{OP_TYPE} node {name}: {len(node.input)} inputs, expected {expected} for "
@@ -183,38 +210,25 @@ def plugin_to_qdq(model):
         for i in node.input[1:]:
             if i not in inits:
                 raise UserError(f"{OP_TYPE} node {name}: input {i} is not an initializer; only constant weights "
-                                f"can be turned into a Q/DQ twin")
+                                f"can be turned into a twin")
             consts.append(numpy_helper.to_array(inits[i], base_dir=""))
         packed, scales = consts[0], consts[1]
         zeros = consts[2] if has_zeros else None
         bias = consts[-1] if has_bias else None
-        u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
-        groups = 1 if group == -1 else k // group
-        scales = scales.reshape(groups, n)
         act_dtype = scales.dtype
         # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
         compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" else act_dtype
-        if compute_dtype != act_dtype:
-            scales = scales.astype(np.float32)
-        z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
-             else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
-        p = f"{name}.qdq"
-        u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
-        if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
-            scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": 1}
-        else:
-            dq_attrs = {"axis": 0, "block_size": group}
-        new_inits += [_int_tensor(u_name, u, bits), numpy_helper.from_array(scales, s_name),
-                      _int_tensor(z_name, z, bits)]
+        w_name, w_nodes, w_inits = _weight_nodes(fmt, name, packed, scales, zeros, k, n, group, compute_dtype)
+        new_inits += w_inits
+        p = f"{name}.twin"
         x = node.input[0]
         if compute_dtype != act_dtype:
             new_nodes.append(helper.make_node("Cast", [x], [f"{p}.x_f32"], name=f"{p}.cast_x", to=TensorProto.FLOAT))
             x = f"{p}.x_f32"
-        new_nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
-                                          name=f"{p}.dequantize", **dq_attrs))
+        new_nodes += w_nodes
         out = node.output[0]
         mm_out = out if (bias is None and compute_dtype == act_dtype) else f"{p}.matmul_out"
-        new_nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [mm_out], name=f"{p}.matmul"))
+        new_nodes.append(helper.make_node("MatMul", [x, w_name], [mm_out], name=f"{p}.matmul"))
         if bias is not None:
             b_name = f"{p}.bias"
             new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
@@ -235,6 +249,29 @@ def plugin_to_qdq(model):
         del twin.opset_import[:]
         twin.opset_import.extend(imports)
     return twin
+
+
+def write_twin(quantized_path: str, output_path: str, *, force: bool = False) -> int:
+    """Write the ONNX-Runtime-runnable twin of the plugin-format model ``quantized_path`` (``plugin_twin``) to
+    ``output_path``, atomically; returns the number of WeightOnlyLinear nodes replaced."""
+    from graph_passes.pipeline import _initializer_bytes, EXTERNAL_DATA_THRESHOLD, load_model, save_model
+
+    if os.path.exists(output_path) and not force:
+        raise UserError(f"{output_path}: already exists; pass --force to overwrite it")
+    if os.path.abspath(output_path) == os.path.abspath(quantized_path):
+        raise UserError(f"{output_path}: is the input model; choose another output path")
+    model, base_dir, external = load_model(quantized_path)
+    count = sum(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph.node)
+    if not count:
+        raise UserError(f"{quantized_path}: has no {DOMAIN}::{OP_TYPE} node; it runs in ONNX Runtime as it is")
+    if external:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(model, base_dir)
+    twin = plugin_twin(model)
+    del model
+    save_model(twin, output_path, base_dir, external or _initializer_bytes(twin) >= EXTERNAL_DATA_THRESHOLD)
+    return count
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -359,12 +396,13 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
             if has_plugin_nodes(model):
                 import onnx
 
-                twin = plugin_to_qdq(_load(path, external_data=True))
-                run_paths[role] = os.path.join(tmp, f"{role}_qdq_twin.onnx")
+                twin = plugin_twin(_load(path, external_data=True))
+                run_paths[role] = os.path.join(tmp, f"{role}_twin.onnx")
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
-                onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
+                onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_twin.onnx.data")
                 del twin
-                via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
+                via = ("onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul; "
+                       "FP6: dequantized float weights + MatMul)")
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:

@@ -7,14 +7,13 @@ bit 5 down to bit 0 and stands for
     eee > 0:   (-1)^s * 2^(eee - 3) * (1 + mm / 4)    (normals 0.25 ... 28)
 
 Encoding rounds to the nearest representable value, ties to the even code (mantissa LSB 0), saturates at +-28, and
-writes zero as code 0.
+writes zero as code 0. Bad input (codes outside 0..63, non-finite values) raises ValueError: the quantizer checks
+weights before they get here, and the layouts import this module below ``graph_passes.errors``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from graph_passes.errors import QuantizationError
 
 BITS = 6
 FP6_MAX = 28.0
@@ -26,7 +25,7 @@ def decode(codes: np.ndarray) -> np.ndarray:
     """FP6 E3M2 codes (integers 0..63) -> float64 values."""
     c = np.asarray(codes).astype(np.int64)
     if c.size and (c.min() < 0 or c.max() > 63):
-        raise QuantizationError("fp6 decode: codes must lie in [0, 64)")
+        raise ValueError("fp6 decode: codes must lie in [0, 64)")
     exp = (c >> 2) & 7
     man = (c & 3).astype(np.float64)
     mag = np.where(exp == 0, man * _SUBNORMAL_STEP, np.ldexp(1.0 + man / 4.0, exp - 3))
@@ -55,7 +54,7 @@ def round_fp6(x: np.ndarray) -> np.ndarray:
     """Float values -> the nearest FP6 E3M2 value as float32 (see :func:`round_magnitude`); zeros keep no sign."""
     x = np.asarray(x, np.float32)
     if not np.isfinite(x).all():
-        raise QuantizationError("fp6: values must be finite")
+        raise ValueError("fp6: values must be finite")
     val = round_magnitude(np.abs(x))
     return np.where(x < 0, -val, val) + np.float32(0.0)  # + 0.0 turns -0.0 into +0.0
 

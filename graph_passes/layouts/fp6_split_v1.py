@@ -42,6 +42,11 @@ _S_POS, _E2_POS = _two_bit_slots()
 ROTATIONS = tuple((6 * j) % 32 for j in range(8))
 
 
+def interleave_factor(bits: int = BITS) -> int:
+    """Output channels sharing one packed row (as INT4 in layout 1)."""
+    return INTERLEAVE
+
+
 def check_shape(k: int, n: int, bits: int = BITS) -> None:
     """Raise LayoutError naming the constraint when (K, N) cannot be packed."""
     if bits != BITS:
@@ -56,6 +61,11 @@ def packed_shape(k: int, n: int, bits: int = BITS) -> tuple[int, int]:
     """int32 ``[N / 4, 3 K / 4]``: per packed row, K / 2 words of 4-bit segments then K / 4 words of 2-bit ones."""
     check_shape(k, n, bits)
     return n // INTERLEAVE, 3 * k // 4
+
+
+def unpacked_shape(packed_shape: tuple[int, ...], bits: int = BITS) -> tuple[int, int]:
+    """(K, N) of the weight a packed tensor of ``packed_shape`` holds (inverse of :func:`packed_shape`)."""
+    return 4 * packed_shape[1] // 3, INTERLEAVE * packed_shape[0]
 
 
 def _check_codes(codes: np.ndarray) -> tuple[int, int]:

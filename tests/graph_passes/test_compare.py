@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_passes.compare import (CompareReport, compare, compare_arrays, make_inputs, plugin_to_qdq)
+from graph_passes.compare import (CompareReport, compare, compare_arrays, make_inputs, plugin_twin)
 from graph_passes.errors import UserError
 from graph_passes.layouts import interleaved_v1
 
@@ -125,7 +125,7 @@ def test_qdq_twin_matches_float64_reference(tmp_path, bits, group, asym, bias, a
         pytest.skip("bf16 fixtures need ml_dtypes")
     rng = np.random.default_rng()
     _, p_path, w_deq, b = _models(tmp_path, rng, bits=bits, group=group, asym=asym, bias=bias, act=act)
-    twin = plugin_to_qdq(onnx.load(p_path))
+    twin = plugin_twin(onnx.load(p_path))
     onnx.checker.check_model(twin, full_check=True)
     assert not any(nd.domain == "trt_woq" for nd in twin.graph.node)
     assert [o.domain for o in twin.opset_import] == [""]
@@ -151,7 +151,7 @@ def test_qdq_twin_agrees_with_reference_evaluator(tmp_path):
     model = onnx.load(p_path)
     x = rng.standard_normal((2, 7, 256)).astype(np.float32)
     y_ref = op.reference_evaluator(model).run(None, {"x": x})[0].astype(np.float64)
-    y_twin = _basic_session(plugin_to_qdq(model)).run(None, {"x": x})[0].astype(np.float64)
+    y_twin = _basic_session(plugin_twin(model)).run(None, {"x": x})[0].astype(np.float64)
     assert np.abs(y_twin - y_ref).max() / np.abs(y_ref).max() < 4e-3
 
 
@@ -257,7 +257,7 @@ def test_plugin_model_with_old_opset_is_refused(tmp_path):
     model = onnx.load(p_path)
     model.opset_import[0].version = 17
     with pytest.raises(UserError, match="needs opset >= 21"):
-        plugin_to_qdq(model)
+        plugin_twin(model)
 
 
 def test_use_trt_without_tensorrt_is_one_clear_error(tmp_path, monkeypatch):

@@ -37,6 +37,11 @@ def test_round_trip_odd_shapes():
         np.testing.assert_array_equal(L.unpack(packed, k, n), c, err_msg=f"K={k} N={n}")
 
 
+def test_registered_as_version_2():
+    assert get_layout(2) is L and L.VERSION == 2
+    assert L.unpacked_shape(L.packed_shape(320, 12)) == (320, 12)
+
+
 def test_four_bit_words_are_layout_1_int4():
     rng = np.random.default_rng()
     k, n = 256, 12
