@@ -31,8 +31,8 @@ def external_data_files(model, path: str) -> list[str]:
         where = f"{path}: external data of tensor {t.name!r}"
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
-        if not location:
-            raise UserError(f"{where} has no location")
+        if not location or "\0" in location:
+            raise UserError(f"{where}: location {location!r} is not a file name")
         if os.path.isabs(location) or location.startswith(("/", "\\")):
             raise UserError(f"{where}: absolute path {location!r}; external data must be a file beside the model")
         if ".." in location.replace("\\", "/").split("/"):
