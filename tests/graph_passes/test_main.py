@@ -3,7 +3,6 @@ stderr, exit status 2, no traceback, no output file left, the input never modifi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -13,14 +12,13 @@ import numpy as np
 import onnx
 import pytest
 
+import cli_cases
 import woq_models as models
+from cli_cases import ext_model, tree
+from cli_cases import sha as _sha
 from graph_passes.__main__ import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _sha(path) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 def _files(folder) -> list[str]:
@@ -220,30 +218,11 @@ def test_build_wired(capsys, monkeypatch, mlp_path, tmp_path):
 
 
 # ------------------------------------------------------------------------------ the user's files are never lost
-def _ext_model(rng, folder, data_name="out.onnx.data"):
-    """An MLP saved in ``folder`` as model.onnx with its weights in ``data_name``."""
-    folder.mkdir(exist_ok=True)
-    onnx.save_model(models.mlp(rng, k=256, hidden=512), folder / "model.onnx", save_as_external_data=True,
-                    location=data_name, size_threshold=0)
-    return folder / "model.onnx"
-
-
-def _tree(folder) -> dict:
-    """Every file under ``folder`` with its hash (links listed by their target)."""
-    out = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            p = os.path.join(root, name)
-            rel = os.path.relpath(p, folder)
-            out[rel] = ("link", os.readlink(p)) if os.path.islink(p) else _sha(p) if os.path.isfile(p) else "dir"
-    return out
-
-
 def test_inspect_report_never_overwrites_the_input(capsys, mlp_path, tmp_path):
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     for extra in ([], ["--force"]):
         _fails(capsys, ["inspect", str(mlp_path), "--report", str(mlp_path), *extra], "is the input model")
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
 
 def test_inspect_report_refuses_an_existing_file_unless_force(capsys, mlp_path, tmp_path):
@@ -257,10 +236,10 @@ def test_inspect_report_refuses_an_existing_file_unless_force(capsys, mlp_path, 
 
 def test_report_is_the_input(capsys, mlp_path, tmp_path):
     (tmp_path / "out").mkdir()
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     _fails(capsys, ["quantize", str(mlp_path), "-o", str(tmp_path / "out" / "r1.onnx"), "--report", str(mlp_path),
                     "--force", "-q"], "is the input model")
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
 
 def test_report_is_the_output(capsys, mlp_path, tmp_path):
@@ -272,12 +251,13 @@ def test_report_is_the_output(capsys, mlp_path, tmp_path):
 
 
 def test_output_data_file_is_the_inputs_data_file(capsys, rng, tmp_path):
-    model = _ext_model(rng, tmp_path / "ext")
-    before = _tree(tmp_path)
+    (tmp_path / "ext").mkdir()
+    model = ext_model(rng, tmp_path / "ext", data="out.onnx.data")
+    before = tree(tmp_path)
     for extra in ([], ["--force"]):
         _fails(capsys, ["quantize", str(model), "-o", str(tmp_path / "ext" / "out.onnx"), "-q", *extra],
                "external data of the input model")
-        assert _tree(tmp_path) == before
+        assert tree(tmp_path) == before
     onnx.checker.check_model(str(model))
 
 
@@ -286,25 +266,25 @@ def test_input_through_a_symlinked_folder(capsys, mlp_path, tmp_path):
     alias = tmp_path.parent / (tmp_path.name + "_link") / "mlp.onnx"
     hard = tmp_path / "hard.onnx"
     os.link(mlp_path, hard)
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     for out in (alias, hard):
         _fails(capsys, ["quantize", str(mlp_path), "-o", str(out), "--force", "-q"], "is the input model")
         _fails(capsys, ["inspect", str(mlp_path), "--report", str(out), "--force"], "is the input model")
         _fails(capsys, ["quantize", str(mlp_path), "-o", str(tmp_path / "q.onnx"), "--report", str(out), "--force",
                         "-q"], "is the input model")
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
 
 def test_report_is_the_output_data_file(capsys, rng, tmp_path):
-    model = _ext_model(rng, tmp_path / "ext", data_name="model.onnx.data")
-    before = _tree(tmp_path)
+    model = ext_model(rng, tmp_path, data="m.onnx.data")
+    before = tree(tmp_path)
     _fails(capsys, ["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "--report", str(tmp_path / "q.onnx.data"),
                     "-q"], "is also the output's external data")
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
 
 def test_existing_output_data_file_needs_force(capsys, rng, tmp_path):
-    model = _ext_model(rng, tmp_path / "ext", data_name="model.onnx.data")
+    model = ext_model(rng, tmp_path, data="m.onnx.data")
     (tmp_path / "q.onnx.data").write_text("mine\n")
     _fails(capsys, ["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "-q"], "already exists; pass --force")
     assert (tmp_path / "q.onnx.data").read_text() == "mine\n" and not (tmp_path / "q.onnx").exists()
@@ -338,53 +318,18 @@ def test_failing_report_leaves_no_model(capsys, mlp_path, tmp_path, monkeypatch)
 
 
 # ------------------------------------------------------------------------ bad external data: one line, exit 2
-def _set_location(model_path, **fields):
-    """Rewrites the external-data fields (location, offset, length) of every initializer of ``model_path``."""
-    model = onnx.load(str(model_path), load_external_data=False)
-    for t in model.graph.initializer:
-        for e in t.external_data:
-            if e.key in fields:
-                e.value = str(fields[e.key])
-        for key in set(fields) - {e.key for e in t.external_data}:
-            t.external_data.add(key=key, value=str(fields[key]))
-    open(model_path, "wb").write(model.SerializeToString())
-
-
-@pytest.mark.parametrize("case, expect", [
-    ("short", "shorter than"), ("offset", "past the end"), ("length", "declares"), ("dotdot", "outside"),
-    ("absolute", "absolute"), ("link_out", "outside"), ("missing", "missing"), ("is_dir", "not a file"),
-    ("negative", "offset"),
+@pytest.mark.parametrize("kind, expect", [
+    ("short", "shorter than"), ("empty", "shorter than"), ("offset_past_end", "past the end"),
+    ("length_mismatch", "declares"), ("dotdot", "outside"), ("absolute", "absolute"), ("link_out", "outside"),
+    ("missing", "missing"), ("folder", "not a file"), ("negative_offset", "negative"),
+    ("offset_not_int", "not integers"), ("location_nul", "not a file name"),
 ])
-def test_bad_external_data(capsys, rng, tmp_path, case, expect):
-    model = _ext_model(rng, tmp_path / "m", data_name="w.data")
-    data = tmp_path / "m" / "w.data"
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / "w.data").write_bytes(data.read_bytes())
-    if case == "short":
-        data.write_bytes(data.read_bytes()[:1000])
-    elif case == "offset":
-        _set_location(model, offset=10**9)
-    elif case == "length":
-        _set_location(model, length=12)
-    elif case == "dotdot":
-        _set_location(model, location="../elsewhere/w.data")
-    elif case == "absolute":
-        _set_location(model, location=str(tmp_path / "elsewhere" / "w.data"))
-    elif case == "link_out":
-        data.unlink()
-        os.symlink(tmp_path / "elsewhere" / "w.data", data)
-    elif case == "missing":
-        data.unlink()
-    elif case == "is_dir":
-        data.unlink()
-        data.mkdir()
-    elif case == "negative":
-        _set_location(model, offset=-8)
-    before = _tree(tmp_path)
-    for argv in (["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "-q"], ["inspect", str(model)],
-                 ["compare", str(model), str(model)]):
+def test_bad_external_data(capsys, tmp_path, kind, expect):
+    argvs = cli_cases.external(kind)(np.random.default_rng(0), tmp_path)  # quantize, inspect, compare
+    before = tree(tmp_path)
+    for argv in argvs:
         _fails(capsys, argv, expect)
-        assert _tree(tmp_path) == before
+        assert tree(tmp_path) == before
 
 
 # --------------------------------------------------------------------------- compare's arguments: one line, exit 2
