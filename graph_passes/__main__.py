@@ -206,8 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     p.add_argument("-o", "--output", metavar="OUT", help="output .onnx file")
     _add_quant_options(p)
-    p.add_argument("--force", action="store_true", help="overwrite an existing output / report")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing output / report (never the input or its external data)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress (a bar on a terminal, a short log otherwise)")
     p.set_defaults(func=cmd_quantize)
 
     short, long = _doc(cmd_inspect)
@@ -274,14 +276,15 @@ def main(argv=None) -> int:
         return int(exc.code or 0)
     try:
         return args.func(args)
-    except _known_errors() as exc:
-        msg = " ".join(str(exc).split())
-        print(f"trt-woq {args.command}: error: {msg}", file=sys.stderr)
+    except (*_known_errors(), OSError) as exc:
+        print(f"trt-woq {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except OSError as exc:  # the machine's side of a file (disk full, permissions): the file and the reason
-        msg = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else " ".join(str(exc).split())
-        print(f"trt-woq {args.command}: error: {msg}", file=sys.stderr)
-        return EXIT_USER_ERROR
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:  # disk full, permissions: the file and why
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":

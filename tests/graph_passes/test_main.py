@@ -311,10 +311,9 @@ def test_failing_report_leaves_no_model(capsys, mlp_path, tmp_path, monkeypatch)
         raise OSError("disk full (simulated)")
 
     monkeypatch.setattr(report_mod.QuantReport, "to_json", broken)
-    rc = main(["quantize", str(mlp_path), "-o", str(tmp_path / "q.onnx"), "--report", str(tmp_path / "r.json"), "-q"])
-    assert rc != 0
-    capsys.readouterr()
-    assert _files(tmp_path) == ["mlp.onnx"]
+    _fails(capsys, ["quantize", str(mlp_path), "-o", str(tmp_path / "q.onnx"), "--report", str(tmp_path / "r.json"),
+                    "-q"], "disk full (simulated)")
+    assert _files(tmp_path) == ["mlp.onnx"]  # the model was written, then the report failed: neither is left
 
 
 # ------------------------------------------------------------------------ bad external data: one line, exit 2
@@ -339,3 +338,21 @@ def test_bad_external_data(capsys, tmp_path, kind, expect):
 ])
 def test_compare_bad_arguments(capsys, mlp_path, argv, expect):
     _fails(capsys, ["compare", str(mlp_path), str(mlp_path), *argv], expect)
+
+
+# ---------------------------------------------------------------------------------------------------- newcomers
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("trt-woq ") and len(out) > len("trt-woq ")
+
+
+def test_every_argument_has_help():
+    import argparse
+
+    from graph_passes.__main__ import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            assert action.help, (name, action.dest)
