@@ -116,9 +116,7 @@ class Outputs:
         """Refuses ``path`` as the ``what`` (e.g. "report") with a message ending in ``fix`` when it is unsafe."""
         if os.path.isdir(path):
             raise UserError(f"{path}: is a folder; {fix}")
-        for other, other_what in self.inputs:
-            if same_file(path, other):
-                raise UserError(f"{path}: is the {other_what}; {fix}")
+        self.refuse_inputs(path, fix)
         for other, other_what in self.targets:
             if same_file(path, other):
                 raise UserError(f"{path}: is also the {other_what}; {fix}")
@@ -130,6 +128,12 @@ class Outputs:
         if not os.access(folder, os.W_OK):
             raise UserError(f"{path}: output folder {folder} is not writable")
         self.targets.append((path, what))
+
+    def refuse_inputs(self, path: str, fix: str) -> None:
+        """Refuses ``path`` when it is one of the input files (also for a file written in place, e.g. a cache)."""
+        for other, other_what in self.inputs:
+            if same_file(path, other):
+                raise UserError(f"{path}: is the {other_what}; {fix}")
 
     def path_for(self, path: str) -> str:
         """The temporary path to write target ``path`` at: same name, in a hidden folder beside it."""

@@ -106,6 +106,11 @@ def _outputs(model_path: str, data_files: list[str], force: bool) -> Outputs:
                    force)
 
 
+def outputs_for(model_path: str, force: bool) -> Outputs:
+    """The :class:`Outputs` of a command that reads the model ``model_path`` (its external data files checked)."""
+    return _outputs(model_path, external_data_files(read_graph(model_path), model_path), force)
+
+
 # -------------------------------------------------------------------------------------------------------- the jobs
 def _prepare_opset(model, config: QuantConfig, report: QuantReport):
     """Both formats are written with default-domain opset >= 21: Q/DQ needs it (block_size, INT4), and the

@@ -211,10 +211,16 @@ def test_build_wired(capsys, monkeypatch, mlp_path, tmp_path):
 
     monkeypatch.setitem(sys.modules, "trt_woq.engine", types.SimpleNamespace(build_engine=build_engine))
     engine = tmp_path / "m.engine"
+    before = _sha(mlp_path)
     assert main(["build", str(mlp_path), "-o", str(engine), "--profile", "x:1,1,256/2,8,256/4,64,256"]) == 0
     assert calls["profiles"] == [{"x": ((1, 1, 256), (2, 8, 256), (4, 64, 256))}] and calls["precision"] == "auto"
     _fails(capsys, ["build", str(mlp_path), "-o", str(engine)], "already exists")
     _fails(capsys, ["build", str(mlp_path), "-o", str(engine), "--force", "--profile", "x:1,a"], "--profile")
+    for out, expect in ((mlp_path, "is the input model"), (tmp_path, "is a folder")):
+        _fails(capsys, ["build", str(mlp_path), "-o", str(out), "--force"], expect)
+    _fails(capsys, ["build", str(mlp_path), "-o", str(engine), "--force", "--timing-cache", str(mlp_path)],
+           "is the input model")
+    assert _files(tmp_path) == ["m.engine", "mlp.onnx"] and _sha(mlp_path) == before
 
 
 # ------------------------------------------------------------------------------ the user's files are never lost
