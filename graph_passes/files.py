@@ -39,7 +39,7 @@ def external_data_files(model, path: str) -> list[str]:
             raise UserError(f"{where}: {location!r} points outside the model's folder {base}")
         full = os.path.join(base, location)
         real = os.path.realpath(full)
-        if not real.startswith(base + os.sep):
+        if real == base or os.path.commonpath([base, real]) != base:
             raise UserError(f"{where}: {location!r} is a link to {real}, outside the model's folder {base}")
         if not os.path.lexists(full):
             raise UserError(f"{where}: file {location!r} is missing (expected beside the model in {base})")
