@@ -158,38 +158,37 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     """Quantize the ONNX file ``model_path`` into ``output_path``; the input is never modified."""
     output_path = output_path or default_output_path(model_path, config)
     model, base_dir, data_files = load_model(model_path)
-    with _outputs(model_path, data_files, force) as outputs:
-        fix = "choose another output path (-o)"
-        outputs.add(output_path, "output model", fix)
-        data_path = output_path + ".data"
-        if data_files:
-            outputs.add(data_path, "output's external data", fix)
-        if report_path:
-            outputs.add(report_path, "report", "choose another --report path")
-        config = dataclasses.replace(config, external_data_dir=base_dir)  # the caller's config stays as it was
-        report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
-                             notes=tensorrt_notes(config))
-        report.model_bytes_before = _initializer_bytes(model)
-        out = run_passes(model, config, report)
-        del model
-        if not report.rewritten:
-            why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul or Gemm node"
-            raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
-        kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
-        if kept:
-            report.notes.append(f"{kept} node(s) compute in their graph's own dtype, not --act-dtype "
-                                f"{config.act_dtype} (--act-dtype applies to FP32 graphs)")
-        report.model_bytes_after = _initializer_bytes(out)
-        report.external_data = bool(data_files) or report.model_bytes_after >= EXTERNAL_DATA_THRESHOLD
-        if report.external_data and not data_files:
-            outputs.add(data_path, "output's external data", fix)
+    outputs = _outputs(model_path, data_files, force)
+    fix = "choose another output path (-o)"
+    outputs.add(output_path, "output model", fix)
+    data_path = output_path + ".data"
+    if data_files:
+        outputs.add(data_path, "output's external data", fix)
+    if report_path:
+        outputs.add(report_path, "report", "choose another --report path")
+    config = dataclasses.replace(config, external_data_dir=base_dir)  # the caller's config stays as it was
+    report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
+                         notes=tensorrt_notes(config))
+    report.model_bytes_before = _initializer_bytes(model)
+    out = run_passes(model, config, report)
+    del model
+    if not report.rewritten:
+        why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul or Gemm node"
+        raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
+    kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
+    if kept:
+        report.notes.append(f"{kept} node(s) compute in their graph's own dtype, not --act-dtype {config.act_dtype} "
+                            f"(--act-dtype applies to FP32 graphs)")
+    report.model_bytes_after = _initializer_bytes(out)
+    report.external_data = bool(data_files) or report.model_bytes_after >= EXTERNAL_DATA_THRESHOLD
+    if report.external_data and not data_files:
+        outputs.add(data_path, "output's external data", fix)
+    with outputs:  # nothing is written before this point
         save_model(out, output_path, outputs, base_dir, report.external_data)
         if report_path:
             outputs.write_text(report_path, report.to_json() + "\n")
         outputs.commit()
     return report
-
-
 
 
 def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | None = None,
