@@ -25,7 +25,7 @@ def external_data_files(model, path: str) -> list[str]:
     absolute path, no link leading out), a regular file, and offset + length within it and matching the tensor."""
     base = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     files = []
-    for t in _all_tensors(model.graph):
+    for t in all_tensors(model.graph):
         if t.data_location != t.EXTERNAL:
             continue
         where = f"{path}: external data of tensor {t.name!r}"
@@ -82,7 +82,7 @@ def _check_extent(t, info: dict, real: str, where: str) -> None:
                         f"{offset}..{offset + need}, the file has {size}")
 
 
-def _all_tensors(graph):
+def all_tensors(graph):
     """Initializers and tensor attributes of ``graph`` and of its subgraphs."""
     yield from graph.initializer
     for node in graph.node:
@@ -91,7 +91,7 @@ def _all_tensors(graph):
                 yield a.t
             yield from a.tensors
             for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                yield from _all_tensors(g)
+                yield from all_tensors(g)
 
 
 def same_file(a: str, b: str) -> bool:

@@ -14,7 +14,7 @@ import os
 
 from graph_passes.config import QuantConfig
 from graph_passes.errors import UserError
-from graph_passes.files import Outputs, external_data_files
+from graph_passes.files import Outputs, all_tensors, external_data_files
 from graph_passes.report import QuantReport
 
 EXTERNAL_DATA_THRESHOLD = 1 << 30  # bytes of initializers above which the output uses external data (< 2 GB limit)
@@ -80,12 +80,12 @@ def _initializer_bytes(model) -> int:
 
 def save_model(model, output_path: str, outputs: Outputs, source_dir: str, external: bool) -> None:
     """Write ``model`` (and its external data, ``<output>.data``) to the temporary place ``outputs`` gives it; they
-    reach ``output_path`` on ``outputs.commit()``. Initializers still referring to the input's external data are
-    loaded from ``source_dir`` first."""
+    reach ``output_path`` on ``outputs.commit()``. Tensors still referring to the input's external data (initializers,
+    also of subgraphs, and tensor attributes) are loaded from ``source_dir`` first."""
     import onnx
     from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
-    for t in model.graph.initializer:
+    for t in all_tensors(model.graph):
         if uses_external_data(t):
             load_external_data_for_tensor(t, source_dir)
             t.data_location = onnx.TensorProto.DEFAULT

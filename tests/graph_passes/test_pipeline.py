@@ -195,3 +195,30 @@ def test_progress_bar_or_log(tty):
     quiet = _Stream(tty)
     ProgressBar(3, stream=quiet, enabled=False).update("x")
     assert quiet.getvalue() == ""
+
+
+def test_external_data_of_attributes_is_copied(rng, tmp_path):
+    # A Constant node's value stored as external data (onnx's convert_attribute) must reach the output's data file.
+    from onnx import numpy_helper
+
+    k = 128
+    c = (rng.standard_normal((1, k)) * 0.1).astype(np.float32)
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Constant", [], ["c"], name="const", value=numpy_helper.from_array(c, "c_value")),
+             helper.make_node("Add", ["x", "c"], ["h"], name="add"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="mm")]
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", k])], [vi("y", TensorProto.FLOAT, ["B", k])],
+                              [numpy_helper.from_array(models.weight(rng, k, k), "w")])
+    (tmp_path / "src").mkdir()
+    on_disk = onnx.ModelProto()
+    on_disk.CopyFrom(model)
+    onnx.save_model(on_disk, tmp_path / "src" / "m.onnx", save_as_external_data=True, location="m.data",
+                    size_threshold=0, convert_attribute=True)
+    assert onnx.load(str(tmp_path / "src" / "m.onnx"), load_external_data=False).graph.node[0].attribute[0].t \
+        .data_location == TensorProto.EXTERNAL
+    quantize_model(str(tmp_path / "src" / "m.onnx"), str(tmp_path / "q.onnx"), QuantConfig(format="qdq"))
+    onnx.checker.check_model(str(tmp_path / "q.onnx"))
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    y = models.ort_run(onnx.load(str(tmp_path / "q.onnx")), {"x": x})[0]
+    y0 = models.ort_run(model, {"x": x})[0]
+    assert np.linalg.norm(y - y0) / np.linalg.norm(y0) < 0.2
