@@ -253,24 +253,28 @@ def plugin_twin(model):
 
 def write_twin(quantized_path: str, output_path: str, *, force: bool = False) -> int:
     """Write the ONNX-Runtime-runnable twin of the plugin-format model ``quantized_path`` (``plugin_twin``) to
-    ``output_path``, atomically; returns the number of WeightOnlyLinear nodes replaced."""
-    from graph_passes.pipeline import _initializer_bytes, EXTERNAL_DATA_THRESHOLD, load_model, save_model
+    ``output_path`` (nothing is written on an error); returns the number of WeightOnlyLinear nodes replaced."""
+    from graph_passes.pipeline import (EXTERNAL_DATA_THRESHOLD, _initializer_bytes, _outputs, load_model,
+                                       save_model)
 
-    if os.path.exists(output_path) and not force:
-        raise UserError(f"{output_path}: already exists; pass --force to overwrite it")
-    if os.path.abspath(output_path) == os.path.abspath(quantized_path):
-        raise UserError(f"{output_path}: is the input model; choose another output path")
-    model, base_dir, external = load_model(quantized_path)
+    model, base_dir, data_files = load_model(quantized_path)
+    outputs = _outputs(quantized_path, data_files, force)
+    outputs.add(output_path, "twin model", "choose another output path (-o)")
     count = sum(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph.node)
     if not count:
         raise UserError(f"{quantized_path}: has no {DOMAIN}::{OP_TYPE} node; it runs in ONNX Runtime as it is")
-    if external:
+    if data_files:
         from onnx.external_data_helper import load_external_data_for_model
 
         load_external_data_for_model(model, base_dir)
     twin = plugin_twin(model)
     del model
-    save_model(twin, output_path, base_dir, external or _initializer_bytes(twin) >= EXTERNAL_DATA_THRESHOLD)
+    external = bool(data_files) or _initializer_bytes(twin) >= EXTERNAL_DATA_THRESHOLD
+    if external:
+        outputs.add(output_path + ".data", "twin's external data", "choose another output path (-o)")
+    with outputs:
+        save_model(twin, output_path, outputs, base_dir, external)
+        outputs.commit()
     return count
 
 
