@@ -251,6 +251,9 @@ def plugin_twin(model):
     return twin
 
 
+plugin_to_qdq = plugin_twin  # the name other modules (samples, trt_woq) import
+
+
 def write_twin(quantized_path: str, output_path: str, *, force: bool = False) -> int:
     """Write the ONNX-Runtime-runnable twin of the plugin-format model ``quantized_path`` (``plugin_twin``) to
     ``output_path`` (nothing is written on an error); returns the number of WeightOnlyLinear nodes replaced."""
