@@ -1,4 +1,4 @@
-"""compare_trt refuses cleanly where TensorRT is missing (what `graph_passes compare --trt` shows)."""
+"""compare_trt refuses cleanly where TensorRT is missing (what `python -m trt_woq compare` shows)."""
 
 from __future__ import annotations
 
