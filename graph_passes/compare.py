@@ -36,6 +36,7 @@ import numpy as np
 
 from graph_passes.errors import UserError
 from graph_passes.layouts import get_layout
+from graph_passes.passes.scopes import all_graphs
 
 OP_TYPE = "WeightOnlyLinear"
 DOMAIN = "trt_woq"
@@ -169,7 +170,7 @@ def quantized_bits(model) -> set[int]:
 
     dq_bits = {TensorProto.INT4: 4, TensorProto.UINT4: 4, TensorProto.INT8: 8, TensorProto.UINT8: 8}
     bits = set()
-    for g in _graphs(model.graph):
+    for g in all_graphs(model.graph):
         types = {t.name: t.data_type for t in g.initializer}
         for node in g.node:
             if _is_plugin(node):
@@ -215,17 +216,8 @@ def _is_plugin(node) -> bool:
     return node.op_type == OP_TYPE and node.domain == DOMAIN
 
 
-def _graphs(graph):
-    """``graph`` and, depth first, every subgraph of its If / Loop / Scan nodes."""
-    yield graph
-    for node in graph.node:
-        for a in node.attribute:
-            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-                yield from _graphs(g)
-
-
 def has_plugin_nodes(model) -> bool:
-    return any(_is_plugin(n) for g in _graphs(model.graph) for n in g.node)
+    return any(_is_plugin(n) for g in all_graphs(model.graph) for n in g.node)
 
 
 def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
@@ -320,16 +312,16 @@ def plugin_to_qdq(model):
                         f"(blocked DequantizeLinear). Re-run the quantizer, which writes opset {QDQ_OPSET}")
     twin = onnx.ModelProto()
     twin.CopyFrom(model)
-    graphs = list(_graphs(twin.graph))
+    graphs = list(all_graphs(twin.graph))
     # Packed tensors that only plugin nodes read (in any graph) are dropped once every node is rewritten.
     drop = {i for g in graphs for n in g.node if _is_plugin(n) for i in n.input[1:]}
     drop -= {i for g in graphs for n in g.node if not _is_plugin(n) for i in n.input}
     _graph_to_qdq(twin.graph, {})
-    for g in _graphs(twin.graph):
+    for g in all_graphs(twin.graph):
         kept = [t for t in g.initializer if t.name not in drop]
         del g.initializer[:]
         g.initializer.extend(kept)
-    if not any(nd.domain == DOMAIN for g in _graphs(twin.graph) for nd in g.node):
+    if not any(nd.domain == DOMAIN for g in all_graphs(twin.graph) for nd in g.node):
         imports = [o for o in twin.opset_import if o.domain != DOMAIN]
         del twin.opset_import[:]
         twin.opset_import.extend(imports)

@@ -9,12 +9,13 @@ from where subgraphs read it as an outer-scope value, when every copy is the sam
 from __future__ import annotations
 
 
-def _subgraphs(graph):
+def all_graphs(graph):
+    """``graph`` (an onnx.GraphProto) and, depth first, every subgraph of its If / Loop / Scan nodes."""
+    yield graph
     for node in graph.node:
         for a in node.attribute:
             for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-                yield g
-                yield from _subgraphs(g)
+                yield from all_graphs(g)
 
 
 def _names(graph) -> set[str]:
@@ -30,7 +31,7 @@ def hoist_shared_initializers(model) -> int:
     """Moves subgraph initializers that are copies of one tensor into the main graph; returns how many copies were
     removed. A name bound to different bytes in two graphs (legal in sibling subgraphs) is left alone."""
     copies: dict[str, list] = {}
-    subgraphs = list(_subgraphs(model.graph))
+    subgraphs = list(all_graphs(model.graph))[1:]
     for g in subgraphs:
         for t in g.initializer:
             copies.setdefault(t.name, []).append((g, t))
