@@ -68,7 +68,7 @@ class OutputComparison:
     mean_abs: float       # mean |q - o|
     cosine: float         # <o, q> / (|o| |q|) over the flattened output
     finite: bool          # no NaN / Inf in the quantized output
-    size: int = -1        # elements compared (-1: not counted, taken as non-empty)
+    size: int             # elements compared
 
     def problem(self, min_cosine: float) -> str | None:
         """Why this output fails, or None when it passes."""
