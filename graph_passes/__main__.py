@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graph_passes.config import QuantConfig
+from graph_passes.config import FORMATS, QuantConfig
 from graph_passes.errors import UserError
+from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_sizes
+from graph_passes.registry.methods import METHODS
 
 EXIT_USER_ERROR = 2
+MAX_INPUT_ELEMENTS = 1 << 28  # per generated compare input: 1 GiB of float32
 
 
 # ------------------------------------------------------------------------------------------------------ commands
@@ -45,7 +48,7 @@ def cmd_inspect(args) -> int:
     from graph_passes.pipeline import inspect_model
 
     config = _config(args, progress=False)
-    report = inspect_model(args.model, config)
+    report = inspect_model(args.model, config, report_path=args.report, force=args.force)
     print(report.format())
     for r in report.rewritten:
         shared = ", shared weight" if r.shared else ""
@@ -53,10 +56,6 @@ def cmd_inspect(args) -> int:
         print(f"  rewrite  {r.node} [{r.pattern}] K={r.k} N={r.n} weight={r.weight}{casts}{shared}")
     for s in report.skipped:
         print(f"  skip     {s.node} [{s.op}] {s.reason}" + (f" ({s.detail})" if s.detail else ""))
-    if args.report:
-        from graph_passes.pipeline import write_text_atomic
-
-        write_text_atomic(args.report, report.to_json() + "\n")
     return 0
 
 
@@ -83,7 +82,11 @@ def cmd_compare(args) -> int:
 
 
 def compare_kwargs(args) -> dict:
-    """Keyword arguments of graph_passes.compare.compare (and trt_woq's compare_trt) from the compare options."""
+    """Keyword arguments of graph_passes.compare.compare (and trt_woq's compare_trt) from the compare options,
+    checked; the models' external data references too."""
+    if not 0 <= args.seed < 2**32:
+        raise UserError(f"--seed {args.seed}: must be in 0 .. 2**32 - 1")
+    _check_model_files(args.original, args.quantized)
     return {"input_shapes": _parse_shapes(args.input_shape), "seed": args.seed, "min_cosine": args.min_cosine,
             "data": args.data, "data_script": args.data_script, "samples": args.samples}
 
@@ -96,7 +99,7 @@ def cmd_build(args) -> int:
 # -------------------------------------------------------------------------------------------------------- parsing
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
-                       act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
+                       method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
                        min_elements=args.min_elements, progress=progress)
 
 
@@ -109,10 +112,31 @@ def _parse_shapes(items):
         if not sep or not name:
             raise UserError(f"--input-shape {item!r}: expected NAME:D0,D1,... (e.g. input_ids:1,128)")
         try:
-            shapes[name] = tuple(int(d) for d in dims.replace("x", ",").split(",") if d)
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d)
         except ValueError:
             raise UserError(f"--input-shape {item!r}: dims must be integers") from None
+        if any(d < 1 for d in shape):
+            raise UserError(f"--input-shape {item!r}: every dim must be >= 1")
+        elements = 1
+        for d in shape:
+            elements *= d
+        if elements > MAX_INPUT_ELEMENTS:
+            raise UserError(f"--input-shape {item!r}: {elements} elements, more than the {MAX_INPUT_ELEMENTS} "
+                            f"a generated input may have")
+        shapes[name] = shape
     return shapes
+
+
+def _check_model_files(*paths) -> None:
+    """The external data references of each model, checked before anything reads them (a missing model is left
+    to the command to report)."""
+    import os
+
+    from graph_passes.files import external_data_files
+    from graph_passes.pipeline import read_graph
+
+    for path in filter(os.path.isfile, paths):
+        external_data_files(read_graph(path), path)
 
 
 def _parse_profile(items) -> dict:
@@ -139,12 +163,15 @@ def _doc(fn) -> tuple[str, str]:
 
 
 def _add_quant_options(p) -> None:
-    p.add_argument("--bits", type=int, choices=(8, 4), default=4, help="weight bits (default 4)")
-    p.add_argument("--group-size", type=int, choices=(-1, 32, 64, 128, 256), default=128,
+    formats = ", ".join(f"{f.bits} = {f.label}" for f in WEIGHT_FORMATS)
+    p.add_argument("--bits", type=int, choices=all_bits(), default=4, help=f"weight format: {formats} (default 4)")
+    p.add_argument("--group-size", type=int, choices=all_group_sizes(), default=128,
                    help="weights per scale along K; -1 = one scale per output channel (default 128)")
     p.add_argument("--asymmetric", action="store_true", help="store zero points (default symmetric)")
-    p.add_argument("--format", choices=("plugin", "qdq"), default="plugin",
+    p.add_argument("--format", choices=FORMATS, default="plugin",
                    help="plugin: WeightOnlyLinear nodes; qdq: DequantizeLinear + MatMul (default plugin)")
+    p.add_argument("--method", choices=METHODS.names(), default="rtn",
+                   help="; ".join(f"{m.name} = {m.summary}" for m in METHODS) + " (default rtn)")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="fp16",
                    help="compute dtype of the op in an FP32 graph (Casts around it); FP16/BF16 graphs keep "
                         "theirs (default fp16)")
@@ -163,8 +190,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_compare_arguments(p) -> None:
-    p.add_argument("original", metavar="ORIGINAL", help="the original .onnx model")
-    p.add_argument("quantized", metavar="QUANTIZED", help="its quantized .onnx model")
+    p.add_argument("original", metavar="ORIGINAL", help="the float .onnx model (the reference)")
+    p.add_argument("quantized", metavar="QUANTIZED", help="the quantized .onnx model (output of quantize)")
     p.add_argument("--data", metavar="FILE.npz", help="real inputs: one array per model input, named after it, "
                    "first axis = sample (sample i is array[i])")
     p.add_argument("--data-script", metavar="FILE.py[:FUNC]", help="real inputs: FUNC() (default load_data) "
@@ -179,7 +206,7 @@ def add_compare_arguments(p) -> None:
 
 
 def add_build_arguments(p) -> None:
-    p.add_argument("model", metavar="MODEL", help="the .onnx model (plugin or Q/DQ format)")
+    p.add_argument("model", metavar="MODEL", help=".onnx file to build (plugin or Q/DQ format)")
     p.add_argument("-o", "--output", metavar="ENGINE", help="engine file (default MODEL.engine)")
     p.add_argument("--profile", action="append", metavar="NAME:MIN/OPT/MAX",
                    help="shape range of an input, each shape D0,D1,... (repeatable; one profile)")
@@ -197,6 +224,7 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     commands = commands or {}
     parser = _Parser(prog="trt-woq", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     sub.required = True
     fmt = argparse.RawDescriptionHelpFormatter
@@ -206,14 +234,17 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     p.add_argument("-o", "--output", metavar="OUT", help="output .onnx file")
     _add_quant_options(p)
-    p.add_argument("--force", action="store_true", help="overwrite an existing output / report")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing output / report (never the input or its external data)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress (a bar on a terminal, a short log otherwise)")
     p.set_defaults(func=cmd_quantize)
 
     short, long = _doc(cmd_inspect)
     p = sub.add_parser("inspect", help=short, description=long, formatter_class=fmt)
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     _add_quant_options(p)
+    p.add_argument("--force", action="store_true", help="overwrite an existing report")
     p.set_defaults(func=cmd_inspect)
 
     short, long = _doc(commands.get("compare", cmd_compare))
@@ -228,6 +259,15 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trt-woq")
+    except PackageNotFoundError:
+        return "(not installed: running from a source tree)"
+
+
 def main(argv=None, parser=None, errors: tuple = ()) -> int:
     """Runs the CLI; ``parser`` and extra ``errors`` (printed as one line, exit 2) are trt_woq's CLI's."""
     from graph_passes.layouts import LayoutError
@@ -238,10 +278,15 @@ def main(argv=None, parser=None, errors: tuple = ()) -> int:
         return int(exc.code or 0)
     try:
         return args.func(args)
-    except (UserError, LayoutError, *errors) as exc:
-        msg = " ".join(str(exc).split())
-        print(f"trt-woq {args.command}: error: {msg}", file=sys.stderr)
+    except (UserError, LayoutError, OSError, *errors) as exc:
+        print(f"trt-woq {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:  # disk full, permissions: the file and why
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import numpy as np
 
 from graph_passes.errors import UserError
 from graph_passes.layouts import get_layout
+from graph_passes.passes.checks import by_bits
 from graph_passes.passes.scopes import all_graphs
 
 OP_TYPE = "WeightOnlyLinear"
@@ -186,7 +187,7 @@ def default_min_cosine(model) -> tuple[float, str]:
     if not bits:
         return DEFAULT_MIN_COSINE[8], "default; no quantized weight found, as for INT8"
     b = min(bits)
-    return DEFAULT_MIN_COSINE[b], f"default for INT{b} weights; --min-cosine overrides"
+    return by_bits(DEFAULT_MIN_COSINE, b), f"default for {b}-bit weights; --min-cosine overrides"
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -31,6 +31,12 @@ _HINT_FP16 = "use --act-dtype bf16 (the range of float32) or --exclude the node"
 _HINT_OTHER = "--exclude the node"
 
 
+def by_bits(table: dict, bits: int):
+    """``table``'s entry for ``bits``, else the one of the nearest smaller width (the least strict of those known)."""
+    known = [b for b in table if b <= bits]
+    return table[max(known) if known else min(table)]
+
+
 class WeightCheckError(QuantizationError):
     """A weight the node cannot be quantized with; ``reason`` is short and groupable, the message has the numbers."""
 
@@ -83,7 +89,7 @@ def check_error(qw, act_dtype: str, name: str) -> None:
     if not (np.isfinite(rel) and scales_ok):
         raise WeightCheckError(f"weight too large for {act_dtype}",
                                f"{name}: the quantization error overflows; {hint}")
-    limit = MAX_REL_ERROR[qw.bits]
+    limit = by_bits(MAX_REL_ERROR, qw.bits)
     if rel > limit:
         tries = ("--bits 8, " if qw.bits == 4 else "") + ("a smaller --group-size, " if qw.group_size != 32 else "")
         raise WeightCheckError(f"quantization error far above the normal for INT{qw.bits}",

@@ -12,7 +12,6 @@ import os
 import sys
 
 from graph_passes import __main__ as cli
-from graph_passes.errors import UserError
 from trt_woq.errors import TrtWoqError
 
 
@@ -36,13 +35,16 @@ def cmd_build(args) -> int:
     """Build a TensorRT engine from MODEL (needs TensorRT; the plugin format also the trt_woq plugin library).
 
     Calls trt_woq.engine.build_engine. Without --profile, dynamic dims get the runtime's default ranges. An existing
-    ENGINE is refused unless --force.
+    ENGINE is refused unless --force; ENGINE and the timing cache may never be MODEL or its external data.
     """
+    from graph_passes.pipeline import outputs_for
     from trt_woq.engine import build_engine
 
     engine = args.output or (os.path.splitext(args.model)[0] + ".engine")
-    if os.path.exists(engine) and not args.force:
-        raise UserError(f"{engine}: already exists; pass --force to overwrite it")
+    outputs = outputs_for(args.model, args.force)
+    outputs.add(engine, "engine", "choose another engine path (-o)")
+    if args.timing_cache:
+        outputs.refuse_inputs(args.timing_cache, "choose another --timing-cache file")
     kwargs = {"precision": args.precision, "verbose": args.verbose}
     if args.plugin:
         kwargs["plugin_path"] = args.plugin
@@ -50,7 +52,9 @@ def cmd_build(args) -> int:
         kwargs["timing_cache"] = args.timing_cache
     if args.profile:
         kwargs["profiles"] = [cli._parse_profile(args.profile)]
-    build_engine(args.model, engine, **kwargs)
+    with outputs:
+        build_engine(args.model, outputs.path_for(engine), **kwargs)
+        outputs.commit()
     print(f"wrote {engine}")
     return 0
 

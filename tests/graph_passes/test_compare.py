@@ -187,11 +187,11 @@ def test_passed_and_failed_lines(tmp_path):
     rng = np.random.default_rng()
     o_path, p_path, _, _ = _models(tmp_path, rng, bits=4, group=128)
     report = compare(o_path, p_path, seed=1)
-    assert report.passed and report.min_cosine == 0.85 and "default for INT4" in report.threshold
+    assert report.passed and report.min_cosine == 0.85 and "default for 4-bit" in report.threshold
     text = report.format()
     assert text.splitlines()[-1] == "PASSED"
     assert "max abs err" in text and "cosine" in text and " y " in text
-    assert "cosine >= 0.85 (default for INT4 weights" in text
+    assert "cosine >= 0.85 (default for 4-bit weights" in text
 
     strict = compare(o_path, p_path, seed=1, min_cosine=0.99999999)
     assert not strict.passed

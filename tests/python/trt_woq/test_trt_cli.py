@@ -31,10 +31,19 @@ def test_build_wired(capsys, monkeypatch, tiny_model, tmp_path):
 
     monkeypatch.setitem(sys.modules, "trt_woq.engine", types.SimpleNamespace(build_engine=build_engine))
     engine = tmp_path / "m.engine"
+    model_bytes = tiny_model.read_bytes()
     assert main(["build", str(tiny_model), "-o", str(engine), "--profile", "X:1,64/2,64/4,64"]) == 0
     assert calls["profiles"] == [{"X": ((1, 64), (2, 64), (4, 64))}] and calls["precision"] == "auto"
+    assert engine.read_bytes() == b"engine"
     _fails(capsys, ["build", str(tiny_model), "-o", str(engine)], "already exists")
     _fails(capsys, ["build", str(tiny_model), "-o", str(engine), "--force", "--profile", "X:1,a"], "--profile")
+    # The output rules of graph_passes (pipeline.outputs_for): never the input, never a folder.
+    for out, expect in ((tiny_model, "is the input model"), (tmp_path, "is a folder")):
+        _fails(capsys, ["build", str(tiny_model), "-o", str(out), "--force"], expect)
+    _fails(capsys, ["build", str(tiny_model), "-o", str(engine), "--force", "--timing-cache", str(tiny_model)],
+           "is the input model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.engine", "tiny.onnx"]
+    assert tiny_model.read_bytes() == model_bytes
 
 
 def test_build_says_tensorrt_is_missing(no_tensorrt, tiny_model, fake_plugin, capsys, tmp_path):
