@@ -426,6 +426,8 @@ def load_feeds(model, *, input_shapes: dict | None = None, seed: int = 0, data: 
         raise UserError("give --data or --data-script, not both")
     if (data or data_script) and input_shapes:
         raise UserError("--input-shape shapes generated inputs; with --data / --data-script the data sets the shapes")
+    if samples is not None and not (data or data_script):
+        raise UserError("--samples counts samples of --data / --data-script; generated inputs are one sample")
     if data:
         feeds = load_npz_feeds(data, model_input_specs(model), samples)
         return feeds, f"{len(feeds)} sample(s) from {data}"

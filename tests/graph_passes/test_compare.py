@@ -361,6 +361,8 @@ def test_real_inputs_from_npz_and_script(tmp_path):
     assert b.outputs[0].cosine == c.outputs[0].cosine and b.outputs[0].max_abs == c.outputs[0].max_abs
     with pytest.raises(UserError, match="not both"):
         compare(o_path, p_path, data=str(tmp_path / "x.npz"), data_script=str(script))
+    with pytest.raises(UserError, match="--samples counts samples of --data"):
+        compare(o_path, p_path, samples=2)
     with pytest.raises(UserError, match="--input-shape shapes generated inputs"):
         compare(o_path, p_path, data=str(tmp_path / "x.npz"), input_shapes={"x": (1, 1, 256)})
 
