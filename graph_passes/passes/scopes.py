@@ -43,8 +43,10 @@ def hoist_shared_initializers(model) -> int:
     removed = 0
     for name, found in copies.items():
         first = main.get(name, found[0][1])
-        if len(found) + (name in main) < 2 or any(t.SerializeToString() != first.SerializeToString()
-                                                  for _, t in found):
+        if len(found) + (name in main) < 2:
+            continue
+        data = first.SerializeToString()
+        if any(t.SerializeToString() != data for _, t in found if t is not first):
             continue
         if name not in main:
             if name in taken:  # the main graph uses the name for something else
