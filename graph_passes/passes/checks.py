@@ -116,3 +116,5 @@ def keep_overridable_inputs(model, graph) -> None:
     so that the rewritten model keeps its interface and the finder sees them."""
     tensors = graph.tensors()
     graph.inputs.extend(tensors[n] for n in sorted(overridable_initializers(model)) if n in tensors)
+    order = {i.name: pos for pos, i in enumerate(model.graph.input)}  # positional callers see the same interface
+    graph.inputs.sort(key=lambda t: order.get(t.name, len(order)))

@@ -95,14 +95,14 @@ def test_abnormal_quantization_error_is_refused(bits):
 def test_overridable_weight_stays_float_and_an_input(tmp_path, rng, fmt):
     model = models.mlp(rng, opset=21)
     w2 = next(t for t in model.graph.initializer if t.name == "w2")
-    model.graph.input.append(helper.make_tensor_value_info("w2", TensorProto.FLOAT, list(w2.dims)))
+    model.graph.input.insert(0, helper.make_tensor_value_info("w2", TensorProto.FLOAT, list(w2.dims)))
     path = _save(tmp_path, model)
     report, _ = _quantize(tmp_path, str(path), format=fmt, group_size=64)
     [skip] = report.skipped
     assert skip.node == "fc2" and skip.reason == "weight is an overridable graph input"
     assert [r.node for r in report.rewritten] == ["fc1"]
     out = onnx.load(tmp_path / "out.onnx")
-    assert "w2" in {i.name for i in out.graph.input} and "w2" in {t.name for t in out.graph.initializer}
+    assert [i.name for i in out.graph.input] == ["w2", "x"] and "w2" in {t.name for t in out.graph.initializer}
     # Overriding it still changes the output, as in the original.
     feeds = {"x": rng.standard_normal((2, 3, 128)).astype(np.float32)}
     runnable = out if fmt == "qdq" else __import__("graph_passes.compare", fromlist=["x"]).plugin_to_qdq(out)
