@@ -32,8 +32,9 @@ if (( needs_lib )); then  # the whole kernels library, for the public ABI (skipp
     cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 ) &
   lib_pid=$!
 fi
-nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Xptxas -v \
-  plugins/kernels/src/gemm/gemm.cu -o build/libtrt_woq_gemm.so > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Iplugins/kernels/src \
+  -Xptxas -v plugins/kernels/src/gemm/gemm.cu plugins/kernels/src/testing_gemm.cu -o build/libtrt_woq_gemm.so \
+  > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 grep -E "spill" "$OUT/build.log" | sort | uniq -c
 stamp "GEMM library built"
 export TRT_WOQ_GEMM_LIB=$PWD/build/libtrt_woq_gemm.so
@@ -58,7 +59,7 @@ for step in $STEPS; do
       python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
       grep "^FAIL" "$OUT/check.log" | head -30 ;;
     sanitize)
-      GEMM_ARCH=$ARCH bash tests/device/sanitize_gemm.sh build "$OUT" || status=1 ;;
+      GEMM_ARCH=$ARCH bash tests/device/sanitize_gemm.sh build/libtrt_woq_gemm.so "$OUT" || status=1 ;;
     bench)
       python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1 ;;
     trtbench)
