@@ -31,54 +31,25 @@ ABI_VERSION = 2
 CANDIDATE_AUTO = -1
 
 
-# The enums of kernels.h, value for value (tests/plugins/kernels checks them against the header).
-class Status(enum.IntEnum):
-    OK = 0
-    INVALID_ARGUMENT = 1
-    UNSUPPORTED_SHAPE = 2
-    UNSUPPORTED_ARCH = 3
-    WORKSPACE = 4
-    CUDA = 5
-    UNSUPPORTED_OPTION = 6
+def _c_enum(name: str, members: str) -> type[enum.IntEnum]:
+    """One enum of kernels.h, whose values are 0, 1, ... in order (tests/plugins/kernels checks them)."""
+    return enum.IntEnum(name, members.split(), start=0, module=__name__)
 
 
-class Act(enum.IntEnum):
-    FP16 = 0
-    BF16 = 1
+Status = _c_enum("Status", "OK INVALID_ARGUMENT UNSUPPORTED_SHAPE UNSUPPORTED_ARCH WORKSPACE CUDA UNSUPPORTED_OPTION")
+Act = _c_enum("Act", "FP16 BF16")
+WeightFormat = _c_enum("WeightFormat", "INT8 INT4 FP6_E3M2")
+ActMode = _c_enum("ActMode", "WEIGHT_ONLY W8A8_DYNAMIC")
+Op = _c_enum("Op", "LINEAR CONV2D")
+Epilogue = _c_enum("Epilogue", "NONE RELU CLIP SILU GELU_ERF GELU_TANH")
 
 
-class WeightFormat(enum.IntEnum):
-    INT8 = 0
-    INT4 = 1
-    FP6_E3M2 = 2
-
-    @classmethod
-    def from_bits(cls, bits: int) -> "WeightFormat":
-        """The format the ONNX op's ``bits`` attribute names (8, 4, or 6 = FP6 E3M2)."""
-        try:
-            return {8: cls.INT8, 4: cls.INT4, 6: cls.FP6_E3M2}[bits]
-        except KeyError:
-            raise ValueError(f"bits must be 8, 4 or 6, got {bits!r}") from None
-
-
-class ActMode(enum.IntEnum):
-    WEIGHT_ONLY = 0
-    W8A8_DYNAMIC = 1
-
-
-class Op(enum.IntEnum):
-    LINEAR = 0
-    CONV2D = 1
-
-
-class Epilogue(enum.IntEnum):
-    NONE = 0
-    RELU = 1
-    CLIP = 2
-    SILU = 3
-    GELU_ERF = 4
-    GELU_TANH = 5
-
+def weight_format_from_bits(bits: int):
+    """The WeightFormat the ONNX op's ``bits`` attribute names (8, 4, or 6 = FP6 E3M2)."""
+    try:
+        return {8: WeightFormat.INT8, 4: WeightFormat.INT4, 6: WeightFormat.FP6_E3M2}[bits]
+    except KeyError:
+        raise ValueError(f"bits must be 8, 4 or 6, got {bits!r}") from None
 
 
 class KernelError(RuntimeError):
@@ -213,11 +184,11 @@ def _act(act) -> Act:
     return Act(act)
 
 
-def _weight_format(weight_format, bits) -> WeightFormat:
+def _weight_format(weight_format, bits):
     if (weight_format is None) == (bits is None):
         raise ValueError("give one of weight_format ('int8', 'int4', 'fp6_e3m2') and bits (8, 4, 6)")
     if bits is not None:
-        return WeightFormat.from_bits(bits)
+        return weight_format_from_bits(bits)
     if isinstance(weight_format, str):
         try:
             return WeightFormat[weight_format.upper()]

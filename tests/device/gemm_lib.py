@@ -32,7 +32,7 @@ if str(_ROOT / "python") not in sys.path:
     sys.path.insert(0, str(_ROOT / "python"))
 
 from trt_woq.kernels import LinearParams as Params  # noqa: E402
-from trt_woq.kernels import Status, WeightFormat  # noqa: E402
+from trt_woq.kernels import Status, weight_format_from_bits  # noqa: E402
 
 OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = (int(s) for s in Status)
 ACT = {torch.float16: 0, torch.bfloat16: 1}
@@ -126,7 +126,7 @@ class Problem:
         prm.activation, prm.packed_weight, prm.scales = ptr(self.x), ptr(self.packed), ptr(self.scales)
         prm.zeros, prm.bias, prm.output = ptr(self.zp), ptr(self.b), ptr(out)
         prm.m, prm.n, prm.k, prm.group_size = self.m, self.n, self.k, self.group
-        prm.weight_format = WeightFormat.from_bits(self.bits)
+        prm.weight_format = weight_format_from_bits(self.bits)
         prm.layout_version, prm.act_type = 1, ACT[self.dtype]
         prm.workspace = ptr(ws)
         prm.workspace_size = 0 if ws is None else ws.numel() * ws.element_size()

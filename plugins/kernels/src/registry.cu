@@ -121,7 +121,9 @@ trt_woq_status candidate_supports(const Candidate& c, const trt_woq_linear_param
 trt_woq_status no_candidate_reason(const trt_woq_linear_params* p) {
     for (const Family& f : kFamilies) {
         for (int i = 0; i < *f.count; ++i) {
-            if (serves(f.candidates[i], p)) return p->m > 16 ? TRT_WOQ_ERR_UNSUPPORTED_SHAPE : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+            if (serves(f.candidates[i], p)) {
+                return p->m > 16 ? TRT_WOQ_ERR_UNSUPPORTED_SHAPE : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+            }
         }
     }
     return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
@@ -262,7 +264,8 @@ trt_woq_status trt_woq_linear_run(int32_t id, const trt_woq_linear_params* param
 const char* trt_woq_status_string(trt_woq_status status) {
     switch (status) {
         case TRT_WOQ_OK: return "ok";
-        case TRT_WOQ_ERR_INVALID_ARGUMENT: return "invalid argument (null or misaligned pointer, bad enum, negative size, inconsistent option)";
+        case TRT_WOQ_ERR_INVALID_ARGUMENT:
+            return "invalid argument (null or misaligned pointer, bad enum, negative size, inconsistent option)";
         case TRT_WOQ_ERR_UNSUPPORTED_SHAPE: return "unsupported shape (K, N, M or group size not accepted by the layout or kernel)";
         case TRT_WOQ_ERR_UNSUPPORTED_ARCH: return "unsupported architecture (no kernel for this GPU)";
         case TRT_WOQ_ERR_WORKSPACE: return "workspace missing or too small";

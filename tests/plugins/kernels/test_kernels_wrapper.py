@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -139,12 +140,18 @@ def test_candidates_are_named(built_library):
         lib.candidate_name(len(names))
 
 
+class Raw(NamedTuple):
+    """A struct field value set after make_params (which would refuse it)."""
+
+    value: int
+
+
 @pytest.mark.parametrize("kw, status", [
     (dict(k=4000), K.Status.UNSUPPORTED_SHAPE),           # K % 64
     (dict(n=4098), K.Status.UNSUPPORTED_SHAPE),           # N % 4 for INT4
     (dict(group_size=96), K.Status.UNSUPPORTED_SHAPE),
     (dict(k=4160, group_size=128), K.Status.UNSUPPORTED_SHAPE),  # group must divide K
-    (dict(weight_format=3), K.Status.INVALID_ARGUMENT),   # outside the enum
+    (dict(weight_format=Raw(3)), K.Status.INVALID_ARGUMENT),  # outside the enum
     (dict(layout_version=2), K.Status.UNSUPPORTED_SHAPE),  # not INT4's layout
     (dict(weight_format="fp6_e3m2", layout_version=1), K.Status.UNSUPPORTED_SHAPE),
     (dict(n=-4), K.Status.INVALID_ARGUMENT),
@@ -158,13 +165,16 @@ def test_candidates_are_named(built_library):
     (dict(m=17), K.Status.UNSUPPORTED_SHAPE),             # the GEMV's M limit
     (dict(), K.Status.OK),
     (dict(k=4160, n=1028, group_size=64), K.Status.OK),   # odd sizes the layout accepts
-    (dict(bits=8, n=1026, group_size=-1), K.Status.OK),   # N % 2 for INT8
+    (dict(weight_format="int8", n=1026, group_size=-1), K.Status.OK),  # N % 2 for INT8
 ])
 def test_gemv_supports(built_library, kw, status):
     lib = K.Kernels(built_library)
     base = dict(m=1, n=4096, k=4096, weight_format="int4", group_size=128)
-    base.update(kw)
+    base.update({f: v for f, v in kw.items() if not isinstance(v, Raw)})
     p = K.make_params(**base)
+    for f, v in kw.items():
+        if isinstance(v, Raw):
+            setattr(p, f, v.value)
     gemv = [i for i, n in enumerate(lib.candidates()) if n.startswith("gemv")]
     assert {lib.supports(i, p, sm=90) for i in gemv} == {status}
     assert lib.supports(gemv[0], K.make_params(m=1, n=4096, k=4096, bits=4, group_size=128), sm=75) == \

@@ -113,8 +113,9 @@ typedef struct trt_woq_linear_params {
     size_t workspace_size;
 } trt_woq_linear_params;
 
-/* What a candidate serves: bit masks of (1u << enum value) of trt_woq_weight_format, trt_woq_act_mode, trt_woq_op and
- * trt_woq_epilogue. A candidate is asked about a problem (supports, dispatch, run) only when all four masks cover it. */
+/* What a candidate serves: bit masks of (1u << enum value) of trt_woq_weight_format, trt_woq_act_mode, trt_woq_op
+ * and trt_woq_epilogue. A candidate is asked about a problem (supports, dispatch, run) only when all four masks
+ * cover it. */
 typedef struct trt_woq_candidate_info {
     const char* name; /* static storage; the name trt_woq_linear_candidate_describe() writes */
     uint32_t weight_formats;

@@ -159,7 +159,8 @@ trt_woq_status check_problem(const trt_woq_linear_params* p) {
     if (p->m < 1 || p->n < 1 || p->k < 1) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->n > 65535 * 128) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // grid.y = N / BN
     if (p->act_type != TRT_WOQ_ACT_FP16 && p->act_type != TRT_WOQ_ACT_BF16) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8)
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->layout_version != 1) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indices inside the kernel: rows, columns and K below 2^31, and M * N partial planes below 2^40.
     if (p->m >= (int64_t(1) << 31) || p->n >= (int64_t(1) << 31) || p->k >= (int64_t(1) << 31))
@@ -180,7 +181,8 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (st != TRT_WOQ_OK) return st;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     const TileConfig& t = kTiles[tile_of(id)];
-    if (smem_bytes(t, p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (smem_bytes(t, p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4) > smem_limit(sm))
+        return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)

@@ -88,7 +88,9 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     if (s != TRT_WOQ_OK) return s;
     const Plan plan = make_plan(p, NT, CLUSTER, KPARTS, dev);
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
+        return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
+    }
     return bf16 ? launch_i8_bf16(plan, p, stream) : launch_i8_f16(plan, p, stream);
 }
 
