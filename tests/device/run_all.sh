@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU verification of a commit in one device call: build the kernels, the plugin and its conformance
 # harness once for sm_90a, then run every device check against that one build:
-#   1. kernels_check.py      converters (exhaustive), GEMV, dispatch through the public C ABI (issue 3)
-#   2. gemm_check.py         every GEMM candidate and the dispatch for all M (issue 4)
+#   1. kernels_check.py      converters (exhaustive), GEMV, dispatch through the public C ABI
+#   2. gemm_check.py         every GEMM candidate and the dispatch for all M
 #   3. the plugin harness    WeightOnlyLinear driven as TensorRT does, on synthetic cases and on every node of
 #                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16)
 #   4. GPU pytest files      tests/plugins/kernels, tests/python/trt_woq

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the GEMM (issue 4): build the GEMM alone (no dependency on the rest of the kernels library)
+# One device call for the GEMM: build the GEMM alone (no dependency on the rest of the kernels library)
 # and, in parallel, the kernels library (public ABI), then run the steps in the order given: numerics test (check),
 # compute-sanitizer memcheck / racecheck on small odd problems (sanitize), the GEMM benchmark (bench), the package's
 # benchmark through the public dispatch (trtbench), both benchmarks back to back at M = 64 (m64), SASS counts (sass),
@@ -7,7 +7,7 @@
 # in the output, to line them up). Logs go to $OUT (or ./gemm_out).
 # Usage: bash tests/device/run_gemm.sh [check|sanitize|bench|trtbench|m64|sass|ncu|all]...
 #   BENCH_ARGS: options of bench_gemm.py; TRT_BENCH_ARGS: options of python -m trt_woq.bench (default: the three
-#   issue shapes, every M, INT4 g128 and cuBLAS FP16).
+#   standard shapes, every M, INT4 g128 and cuBLAS FP16).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gemm_out}; mkdir -p "$OUT" build
@@ -64,7 +64,7 @@ for step in $STEPS; do
       python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1 ;;
     trtbench)
       [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]] && trt_bench trt_woq_bench $TRT_BENCH_ARGS ;;
-    m64)  # the issue's M = 64 figures through both benchmarks, back to back (they disagreed by up to ~12 %)
+    m64)  # M = 64 through both benchmarks, back to back, to compare their figures
       m64_runs=$((m64_runs + 1))
       [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]] &&
         trt_bench "m64_trt_$m64_runs" --m 64 --shapes $SHAPES3 --methods int4_g128,cublas_fp16

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the decode kernels (issue 3): build, correctness, compute-sanitizer, benchmark, ncu.
+# One device call for the decode kernels: build, correctness, compute-sanitizer, benchmark, ncu.
 #   bash tests/device/run_kernels.sh [check|sanitize|bench|ncu ...]   (default: all four, in this order)
 # Logs and bench.json go to $OUT (the device tool's folder) or ./kernels-out.
 set -uo pipefail
