@@ -13,7 +13,7 @@ from onnx import numpy_helper
 import woq_models as models
 from graph_passes import op
 from graph_passes.__main__ import main
-from graph_passes.compare import compare, plugin_twin
+from graph_passes.compare import compare, plugin_to_qdq
 from graph_passes.layouts import fp6_split_v1
 
 
@@ -39,7 +39,7 @@ def test_fp6_twin_holds_the_packed_weights(tmp_path, rng, group, act):
     nodes = [n for n in model.graph.node if n.op_type == "WeightOnlyLinear"]
     assert nodes and all({a.name: a.i for a in n.attribute}["layout"] == 2 for n in nodes)
     assert all({a.name: a.i for a in n.attribute}["bits"] == 6 for n in nodes)
-    twin = plugin_twin(model)
+    twin = plugin_to_qdq(model)
     onnx.checker.check_model(twin, full_check=True)
     assert not any(n.domain == "trt_woq" for n in twin.graph.node)
     assert not any(n.op_type == "DequantizeLinear" for n in twin.graph.node)
@@ -50,7 +50,7 @@ def test_fp6_twin_holds_the_packed_weights(tmp_path, rng, group, act):
         k, n = a["in_features"], a["out_features"]
         scales = inits[node.input[2]]
         w = fp6_split_v1.dequantize_reference(inits[node.input[1]], scales.astype(np.float64), None, k, n, 6, group)
-        got = twin_inits[f"{node.name}.twin.weight"]
+        got = twin_inits[f"{node.name}.qdq.weight"]
         np.testing.assert_array_equal(got, w.astype(scales.dtype).astype(got.dtype))  # one rounding, nothing else
 
     x = rng.standard_normal((2, 5, 256)).astype(np.float32)
