@@ -93,7 +93,7 @@ def setup_ours(lib: K.Kernels, k: int, n: int, bits: int, group: int, zeros: boo
     torch = _torch()
     dtype = torch.float16 if act == "fp16" else torch.bfloat16
     g = k if group == -1 else group
-    pk_words = (n // (4 if bits == 4 else 2)) * (k // 2)
+    pk_words = (n // 4) * (3 * k // 4) if bits == 6 else (n // (4 if bits == 4 else 2)) * (k // 2)  # FP6: layout 2
     scale_elems = (k // g) * n
     wbytes = pk_words * 4 + scale_elems * 2 * (2 if zeros else 1)
     copies = copies_for(wbytes, l2)
@@ -238,6 +238,8 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2)
             elif name == "int4_g128_asym":
                 setups[name] = setup_ours(lib, k, n, 4, 128, True, "fp16", l2)
+            elif name == "fp6_pc":
+                setups[name] = setup_ours(lib, k, n, 6, -1, False, "fp16", l2)
             elif name == "int4_g128_bf16":
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "bf16", l2)
             elif name == "cublas_fp16":

@@ -14,7 +14,8 @@ GEMV: every FP6 candidate and the dispatch, M in {1, 2, 3, 7, 8, 9, 15, 16}; an 
 leaves half a 128-k chunk, N = 1028 a partial tile, K = 192 / N = 12 and K = 64 / N = 4 the smallest); per channel,
 g128 (g64 where 128 does not divide K), g32; FP16 and BF16; bias on and off. Fresh random codes (all 64 values) and
 signed scales packed by fp6_split_v1.pack; the reference is float64 X @ (decode(C) * S) + bias; outputs are poisoned;
-the tolerance is kernels_check's. Refusals: zero points, layout 1, M = 17 (no FP6 GEMM).
+the tolerance is kernels_check's. M = 17 and 40 run on the row-block candidate (16-row GEMV blocks; no GEMM serves
+FP6). Refusals: zero points, layout 1.
 
 Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
 """
@@ -126,6 +127,7 @@ def gemv_cases(quick: bool):
             g128 = 128 if k % 128 == 0 else 64
             cases += [(m, k, n, -1, "fp16", True), (m, k, n, g128, "bf16", False), (m, k, n, 32, "fp16", False),
                       (m, k, n, -1, "bf16", True), (m, k, n, g128, "fp16", True)]
+    cases += [(17, 4160, 1028, -1, "fp16", True), (40, 192, 12, 128, "bf16", False)]
     if not quick:
         cases += [(1, 14336, 4096, -1, "fp16", False), (16, 4096, 28672, 128, "bf16", True)]
     return cases
@@ -141,10 +143,9 @@ def test_gemv(lib, tally: Tally, rng: np.random.Generator, quick: bool) -> None:
         chosen = lib.dispatch(probe, sm)
         tally.check(bool(cands) and chosen in cands, f"{pr.label()} dispatch", f"supported {cands}, dispatch {chosen}")
         run_case(lib, pr, cands + [-1], tally)
-    # Refusals: FP6 has no zero points, layout 1 cannot hold it, and no FP6 candidate takes M = 17.
+    # Refusals: FP6 has no zero points, and layout 1 cannot hold it.
     pr = Fp6Problem(1, 256, 8, -1, "fp16", False, rng)
-    for label, kw in (("zero points", {"zeros": pr.scales.data_ptr()}), ("layout 1", {"layout_version": 1}),
-                      ("M = 17", {"m": 17})):
+    for label, kw in (("zero points", {"zeros": pr.scales.data_ptr()}), ("layout 1", {"layout_version": 1})):
         probe = pr.params(pr.x, **kw)
         tally.check(all(lib.supports(c, probe, sm) != K.Status.OK for c in range(ncand))
                     and lib.dispatch(probe, sm) == -1, f"FP6 refusal: {label}")
