@@ -127,7 +127,7 @@ def gemv_cases(quick: bool):
             g128 = 128 if k % 128 == 0 else 64
             cases += [(m, k, n, -1, "fp16", True), (m, k, n, g128, "bf16", False), (m, k, n, 32, "fp16", False),
                       (m, k, n, -1, "bf16", True), (m, k, n, g128, "fp16", True)]
-    cases += [(17, 4160, 1028, -1, "fp16", True), (40, 192, 12, 128, "bf16", False)]
+    cases += [(17, 4160, 1028, -1, "fp16", True), (40, 192, 12, 64, "bf16", False)]
     if not quick:
         cases += [(1, 14336, 4096, -1, "fp16", False), (16, 4096, 28672, 128, "bf16", True)]
     return cases
