@@ -252,7 +252,11 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 raise ValueError(f"unknown method {name}")
         except Exception as e:  # a baseline that fails to set up is reported, not fatal
             setups[name] = e
-    if sweep_candidates:
+    if sweep_candidates == "fp6":  # FP6 per channel on every candidate that serves FP6
+        for cid, cname in enumerate(lib.candidates()):
+            if K.WeightFormat.FP6_E3M2 in lib.candidate_info(cid).weight_formats:
+                setups[f"fp6_pc@{cname}"] = setup_ours(lib, k, n, 6, -1, False, "fp16", l2, candidate=cid)
+    elif sweep_candidates:
         names = lib.candidates()
         for cid, cname in enumerate(names):
             if cname.startswith("gemv") or sweep_candidates == "all":
@@ -461,9 +465,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m trt_woq.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: the issue's eight)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values (default 1,4,16)")
-    ap.add_argument("--methods", default=",".join(BASELINES + OURS), help="comma-separated; also int4_g128_bf16")
-    ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
-                    help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
+    ap.add_argument("--methods", default=",".join(BASELINES + OURS), help="comma-separated; also int4_g128_bf16, fp6_pc")
+    ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all", "fp6"],
+                    help="also time every GEMV candidate by id (all: every candidate, INT4 g128; fp6: FP6 per channel "
+                         "on every candidate serving FP6, only)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
     ap.add_argument("--settle", type=float, default=2.0, metavar="SECONDS",
                     help="pause before an M <= 64 group that follows an M >= 256 group (default 2; 0: none)")
