@@ -128,8 +128,20 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
     int want_kparts = 1;
     bool want_cluster = false;
-    // FP6 takes INT4's choices for M <= 8 (the same chunk geometry); above, INT8's (no GEMM family serves FP6).
-    if (p->m <= 8 && (p->weight_format == TRT_WOQ_WEIGHT_INT4 || p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2)) {
+    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) {
+        // From `python -m trt_woq.bench --methods fp6_pc --candidates fp6` on H100 (M = 1, 4, 8, 12, 16 on
+        // 14336 x 4096, 4096 x 28672, 8192 x 57344): nt4 (4 K places from K = 8192) at M <= 4, nt6_kparts4 up to
+        // M = 8, nt8 over a cluster above (no GEMM family serves FP6).
+        if (p->m <= 4) {
+            want_kparts = p->k >= 8192 ? 4 : 1;
+        } else if (p->m <= 8) {
+            want_nt = 6;
+            want_kparts = 4;
+        } else if (sm >= 90) {
+            want_nt = 8;
+            want_cluster = true;
+        }
+    } else if (p->m <= 8 && p->weight_format == TRT_WOQ_WEIGHT_INT4) {
         DeviceInfo dev;
         const bool known = device_info(&dev) == TRT_WOQ_OK;
         const int64_t tiles6 = (p->n + 47) / 48;
