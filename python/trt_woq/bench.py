@@ -5,8 +5,8 @@ activations, through the C ABI's dispatch), cuBLAS FP16 and BF16 (``torch.matmul
 (BF16, group 128) and, where its Python extension is importable, Marlin (``marlin.mul``, FP16 x INT4 g128; built
 from IST-DASLab/marlin, see docs/performance.md), all in the same process. Bandwidth: our weight bytes (packed
 weights + scales + zeros) per second, as a fraction of cuBLAS FP16's achieved weight bandwidth (its FP16 weight bytes
-over its time) at the same (K, N, M), and of a read-only stream of the same bytes (``torch.sum`` over an int32
-tensor of that size: a kernel that reads them, as ours must) timed once per (K, N) in the same run. The device's copy
+over its time) at the same (K, N, M), and of a read-only stream of the same bytes (a Triton kernel that reads each
+word once, as ours must) timed once per (K, N) in the same run. The device's copy
 bandwidth (read + written) is printed for information. The closing summary gives, per (K, N) and M range (1-16,
 17-128, 129-1023, >= 1024), the minimum and geometric mean of cuBLAS FP16 time / ours and Marlin time / ours.
 
@@ -201,15 +201,19 @@ def setup_marlin(k: int, n: int, l2: int) -> Setup:
 
 
 def setup_read_stream(nbytes: int, l2: int) -> Setup:
-    """A read-only stream of ``nbytes`` (int32 ``torch.sum``, rotated over copies past L2): the reference for what
-    reading that many weight bytes costs on this device."""
+    """A read-only stream of ``nbytes`` (a Triton kernel that reads every word once, trt_woq._read_stream; rotated
+    over copies past L2): the reference for what reading that many weight bytes costs on this device."""
+    from trt_woq import _read_stream
+
     torch = _torch()
     words = max(nbytes // 4, 1)
     copies = copies_for(nbytes, l2)
     bufs = [torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda") for _ in range(copies)]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = torch.empty(sms * _read_stream.PROGRAMS_PER_SM, dtype=torch.int32, device="cuda")
 
     def make_calls(m: int):
-        return [(lambda b=b: torch.sum(b, dtype=torch.int64)) for b in bufs]
+        return [(lambda b=b: _read_stream.read_all(b, out, sms)) for b in bufs]
 
     return Setup(words * 4, make_calls)
 
