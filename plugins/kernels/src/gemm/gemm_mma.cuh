@@ -218,6 +218,25 @@ __device__ __forceinline__ int swz_b(int line, int chunk) {
     return BITS == 8 ? (chunk ^ (line & 3)) : (chunk ^ (line & 1));
 }
 
+
+// This CTA's output tile (band-rasterized, BM tokens x BN channels from m0 / n0) and the K tiles of its split
+// (blockIdx.z).
+struct CtaTile {
+    int m0, n0, kt_begin, kt_end;
+};
+template <int BM, int BN>
+__device__ __forceinline__ CtaTile cta_tile(const GemmArgs& args) {
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    CtaTile t;
+    t.m0 = m_tile * BM;
+    t.n0 = n_tile * BN;
+    const int k_tiles = args.k / kBK;
+    t.kt_begin = blockIdx.z * args.k_tiles_per_split;
+    t.kt_end = min(k_tiles, t.kt_begin + args.k_tiles_per_split);
+    return t;
+}
+
 // Stage s of a cp.async pipeline laid out as L (StageLayout, WgStage): activation tile, packed lines, scale rows,
 // zero rows, L::kBytes per stage.
 template <typename T, typename L>
@@ -232,76 +251,53 @@ struct Stages {
     }
 };
 
-// This CTA's output tile (band-rasterized, BM tokens x BN channels from m0 / n0) and the K tiles of its split
-// (blockIdx.z).
-struct CtaTile {
-    int m0, n0, kt_begin, kt_end;
-};
-template <int BM, int BN>
-__device__ __forceinline__ CtaTile cta_tile(const GemmArgs& args) {
-    int m_tile, n_tile;
-    tile_coords(m_tile, n_tile);
-    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
-    return {m_tile * BM, n_tile * BN, kt_begin, min(args.k / kBK, kt_begin + args.k_tiles_per_split)};
+// One thread's cp.async copies of a K tile, the same for every K tile and so set up once, outside the K loop:
+// ROWS activation rows (128 bytes, chunks swizzled by row) and LINES packed lines (128 bytes, chunks swizzled by
+// line) split over THREADS threads: source pointers, swizzled shared-memory offsets and validity bits (M and N tails
+// are zero-filled). ALL_LINES: LINES * 8 is a multiple of THREADS; else b_dst = -1 where a thread has no line in
+// that iteration. Separate arrays rather than one struct: as members of one object ptxas scheduled the kernels
+// differently (10-20 % slower wgmma kernels on H100).
+template <bool ALL_LINES, int LINES, int THREADS, int BITS, typename T, int NX, int NB>
+__device__ __forceinline__ void tile_copies(const GemmArgs& args, int tid, int m0, int n0, const T* (&x_src)[NX],
+                                            int (&x_dst)[NX], uint32_t& x_ok, const int32_t* (&b_src)[NB],
+                                            int (&b_dst)[NB], uint32_t& b_ok) {
+    constexpr int kI = BITS == 8 ? 2 : 4;
+    const T* __restrict__ A = static_cast<const T*>(args.a);
+    const int lines_total = args.n / kI;
+    const int words_per_line = args.k / 2;
+#pragma unroll
+    for (int it = 0; it < NX; ++it) {
+        const int i = tid + it * THREADS, row = i >> 3, ch = i & 7;
+        const bool ok = m0 + row < args.m;
+        x_ok |= uint32_t(ok) << it;
+        x_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
+        x_dst[it] = row * kBK + swz_a(row, ch) * 8;
+    }
+#pragma unroll
+    for (int it = 0; it < NB; ++it) {
+        const int i = tid + it * THREADS, line = i >> 3, ch = i & 7;
+        const int gl = n0 / kI + line;
+        const bool in = ALL_LINES || i < LINES * 8;
+        const bool ok = in && gl < lines_total;
+        b_ok |= uint32_t(ok) << it;
+        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
+        b_dst[it] = in ? line * 32 + swz_b<BITS>(line, ch) * 4 : -1;
+    }
 }
-
-// One thread's cp.async copies of a K tile: ROWS activation rows (128 bytes, chunks swizzled by row), the packed
-// lines of BN channels (128 bytes, chunks swizzled by line) and their scale / zero rows, split over THREADS threads.
-// They are the same for every K tile, so the source pointers, the validity (M and N tails are zero-filled) and the
-// swizzled shared-memory offsets are computed once, outside the K loop.
-template <int ROWS, int BN, int THREADS, int BITS, typename T>
-struct TileCopies {
-    static constexpr int kI = BITS == 8 ? 2 : 4, LINES = BN / kI;
-    static constexpr bool kExactB = LINES * 8 % THREADS == 0;  // else the last iteration has idle threads
-    static constexpr int kXIters = ROWS * 8 / THREADS, kBIters = (LINES * 8 + THREADS - 1) / THREADS;
-    static_assert(ROWS * 8 % THREADS == 0, "copy split must be exact");
-    const T* x_src[kXIters];
-    int x_dst[kXIters];
-    uint32_t x_ok = 0;
-    const int32_t* b_src[kBIters];
-    int b_dst[kBIters];
-    uint32_t b_ok = 0;
-    const GemmArgs& args;
-    const int tid, n0;
-
-    __device__ __forceinline__ TileCopies(const GemmArgs& args_, int tid_, int m0, int n0_)
-        : args(args_), tid(tid_), n0(n0_) {
-        const T* __restrict__ A = static_cast<const T*>(args.a);
+// Issues K tile kt's copies (tile_copies) into stage s.
+template <bool ALL_LINES, typename T, typename L, int NX, int NB>
+__device__ __forceinline__ void issue_copies(const Stages<T, L>& stg, int s, int kt, const T* const (&x_src)[NX],
+                                             const int (&x_dst)[NX], uint32_t x_ok, const int32_t* const (&b_src)[NB],
+                                             const int (&b_dst)[NB], uint32_t b_ok) {
+    const int k0 = kt * kBK;
+    T* sx = stg.x(s);
 #pragma unroll
-        for (int it = 0; it < kXIters; ++it) {
-            const int i = tid + it * THREADS, row = i >> 3, ch = i & 7;
-            const bool ok = m0 + row < args.m;
-            x_ok |= uint32_t(ok) << it;
-            x_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
-            x_dst[it] = row * kBK + swz_a(row, ch) * 8;
-        }
+    for (int it = 0; it < NX; ++it) cp_async16(sx + x_dst[it], x_src[it] + k0, (x_ok >> it) & 1);
+    uint32_t* sb = stg.b(s);
 #pragma unroll
-        for (int it = 0; it < kBIters; ++it) {
-            const int i = tid + it * THREADS, line = i >> 3, ch = i & 7;
-            const int gl = n0 / kI + line;
-            const bool in = kExactB || i < LINES * 8;
-            const bool ok = in && gl < args.n / kI;
-            b_ok |= uint32_t(ok) << it;
-            b_src[it] = args.b + (size_t)(ok ? gl : 0) * (args.k / 2) + ch * 4;
-            b_dst[it] = in ? line * 32 + swz_b<BITS>(line, ch) * 4 : -1;
-        }
-    }
-    // K tile kt into stage s.
-    template <typename L>
-    __device__ __forceinline__ void issue(const Stages<T, L>& stg, int s, int kt) const {
-        const int k0 = kt * kBK;
-        T* sx = stg.x(s);
-#pragma unroll
-        for (int it = 0; it < kXIters; ++it) cp_async16(sx + x_dst[it], x_src[it] + k0, (x_ok >> it) & 1);
-        uint32_t* sb = stg.b(s);
-#pragma unroll
-        for (int it = 0; it < kBIters; ++it)
-            if (kExactB || b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
-        const T* __restrict__ S = static_cast<const T*>(args.scales);
-        const T* __restrict__ Z = static_cast<const T*>(args.zeros);
-        for (int i = tid; i < BN; i += THREADS) copy_group_rows<BN>(stg.s(s), stg.z(s), S, Z, i, k0, n0, args);
-    }
-};
+    for (int it = 0; it < NB; ++it)
+        if (ALL_LINES || b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
+}
 
 template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
 __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const GemmArgs args) {
@@ -320,8 +316,21 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
     const CtaTile ct = cta_tile<BM, BN>(args);
     const int m0 = ct.m0, n0 = ct.n0, kt_begin = ct.kt_begin, kt_end = ct.kt_end;
     const bool has_zeros = args.zeros != nullptr;
+    const T* __restrict__ S = static_cast<const T*>(args.scales);
+    const T* __restrict__ Z = static_cast<const T*>(args.zeros);
     const Stages<T, L> stg{smem};
-    const TileCopies<BM, BN, kThreads, BITS, T> copies(args, tid, m0, n0);
+    constexpr int kXIters = BM * 8 / kThreads, kBIters = L::kLines * 8 / kThreads;
+    static_assert(BM * 8 % kThreads == 0 && L::kLines * 8 % kThreads == 0, "copy split must be exact");
+    const T* x_src[kXIters];
+    const int32_t* b_src[kBIters];
+    int x_dst[kXIters], b_dst[kBIters];
+    uint32_t x_ok = 0, b_ok = 0;
+    tile_copies<true, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+    auto load_stage = [&](int s, int kt) {
+        issue_copies<true>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+        for (int i = tid; i < BN; i += kThreads)
+            copy_group_rows<BN>(stg.s(s), stg.z(s), S, Z, i, kt * kBK, n0, args);
+    };
 
     float acc[kMT][kNT][4];
 #pragma unroll
@@ -333,7 +342,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (kt_begin + s < kt_end) copies.issue(stg, s, kt_begin + s);
+        if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
         cp_async_commit();
     }
 
@@ -441,7 +450,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
                 cp_async_wait<STAGES - 3>();
                 __syncthreads();
                 const int next = kt + STAGES - 1;
-                if (next < kt_end) copies.issue(stg, (next - kt_begin) % STAGES, next);
+                if (next < kt_end) load_stage((next - kt_begin) % STAGES, next);
                 cp_async_commit();
                 if (kt + 1 < kt_end) {
                     const int s1 = (kt + 1 - kt_begin) % STAGES;

@@ -153,8 +153,20 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
     const CtaTile ct = cta_tile<TOK, kBN>(args);
     const int m0 = ct.m0, n0 = ct.n0, kt_begin = ct.kt_begin, kt_end = ct.kt_end;
     const bool has_zeros = args.zeros != nullptr;
+    const T* __restrict__ S = static_cast<const T*>(args.scales);
+    const T* __restrict__ Z = static_cast<const T*>(args.zeros);
     const Stages<T, L> stg{smem};
-    const TileCopies<TOK, kBN, kThreads, BITS, T> copies(args, tid, m0, n0);
+    constexpr int kXIters = TOK * 8 / kThreads, kBIters = (L::kLines * 8 + kThreads - 1) / kThreads;
+    static_assert(TOK * 8 % kThreads == 0, "copy split must be exact");
+    const T* x_src[kXIters];
+    const int32_t* b_src[kBIters];
+    int x_dst[kXIters], b_dst[kBIters];
+    uint32_t x_ok = 0, b_ok = 0;
+    tile_copies<false, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+    auto load_stage = [&](int s, int kt) {
+        issue_copies<false>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+        if (tid < kBN) copy_group_rows<kBN>(stg.s(s), stg.z(s), S, Z, tid, kt * kBK, n0, args);
+    };
 
     // This thread's two channels (rows g and g + 8 of its warp's 16) and their words' places in a packed tile.
     constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per word
@@ -203,7 +215,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
 
 #pragma unroll
     for (int s = 0; s < kDist; ++s) {
-        if (kt_begin + s < kt_end) copies.issue(stg, s, kt_begin + s);
+        if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
         cp_async_commit();
     }
     // One iteration per tile; unrolled by two so the fragment double buffer has compile-time indices.
@@ -212,7 +224,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
         cp_async_wait<kDist - 1>();  // tile kt landed (kDist + i groups committed)
         fence_proxy_async();         // make the generic-proxy (cp.async) writes visible to wgmma's async proxy
         __syncthreads();             // ... for all threads; and every warpgroup's wgmma of tile kt - 2 is done
-        if (kt + kDist < kt_end) copies.issue(stg, (i + kDist) % STAGES, kt + kDist);
+        if (kt + kDist < kt_end) load_stage((i + kDist) % STAGES, kt + kDist);
         cp_async_commit();
         convert_tile(i % STAGES, kt, af);
         issue_tile(i % STAGES, acc, af);
