@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from graph_passes.errors import QuantizationError
+from graph_passes.passes.checks import WeightCheckError, quantize_checked
 from graph_passes.passes.match import find_linear_layers
 from graph_passes.progress import ProgressBar
-from graph_passes.quantize import QuantizedWeight, quantize_rtn
+from graph_passes.registry.methods import METHODS
 from graph_passes.report import QuantReport, Rewritten
 
 ONNX_FLOAT = {"fp16": 10, "bf16": 16, "fp32": 1}  # onnx.TensorProto.FLOAT16 / BFLOAT16 / FLOAT
@@ -26,7 +27,8 @@ class NameScope:
     """Tensor / node names not yet used in the graph."""
 
     def __init__(self, graph):
-        self.used = set(graph.tensors().keys()) | {n.name for n in graph.nodes}
+        graphs = [graph, *graph.subgraphs(recursive=True)]
+        self.used = {name for g in graphs for name in g.tensors()} | {n.name for g in graphs for n in g.nodes}
 
     def __call__(self, base: str) -> str:
         base = base or "woq"
@@ -39,16 +41,19 @@ class NameScope:
 
 
 class QuantizeOnce:
-    """Quantizes each distinct weight (match.key) once; entries hold whatever the pass builds from the result."""
+    """Quantizes each distinct weight (match.key) once with the configured method and weight format; entries hold
+    whatever the pass builds from the result."""
 
     def __init__(self, config):
         self.config = config
+        self.method = METHODS.get(config.method)
+        self.fmt = config.weight_format
         self.entries: dict = {}
         self.failed: dict = {}
         self.rel_errors: dict = {}  # key -> relative RMS reconstruction error of the weight
 
     def get(self, match, act_dtype: str, build):
-        """(entry, shared): ``build(QuantizedWeight)`` -> entry for a new key; the float weight is freed after."""
+        """(entry, shared): ``build(quantized)`` -> entry for a new key; the float weight is freed after."""
         key = match.key(act_dtype)
         if key in self.failed:
             raise self.failed[key]
@@ -56,9 +61,11 @@ class QuantizeOnce:
             return self.entries[key], True
         try:
             w = match.load_weight(self.config.external_data_dir)
-            qw: QuantizedWeight = quantize_rtn(w, self.config.bits, self.config.group_size, self.config.asymmetric,
-                                               act_dtype, self.config.clip_ratios, name=f"{match.node.name} "
-                                               f"(weight '{match.source_name}')")
+            c = self.config
+            name = f"{match.node.name} (weight '{match.source_name}')"
+            qw = quantize_checked(lambda: self.method.quantize(w, self.fmt, c.group_size, c.asymmetric, act_dtype,
+                                                               c.clip_ratios, name=name),
+                                  w, act_dtype, match.graph_act == "fp32", name)
             del w
         except QuantizationError as exc:
             self.failed[key] = exc
@@ -70,12 +77,14 @@ class QuantizeOnce:
 
 
 def progress_bar(total: int, config) -> ProgressBar:
-    return ProgressBar(total, label=f"quantizing INT{config.bits}", enabled=config.progress)
+    return ProgressBar(total, label=f"quantizing {config.weight_format.label}", enabled=config.progress)
 
 
 def skip_reason_of(exc: QuantizationError) -> tuple[str, str]:
     """(groupable reason, detail) for a weight the quantizer refused."""
     msg = str(exc)
+    if isinstance(exc, WeightCheckError):
+        return exc.reason, msg
     if "NaN/Inf" in msg:
         return "NaN/Inf in weight", msg
     if "overflows" in msg:
@@ -88,14 +97,14 @@ def bias_storage(bias: np.ndarray, dtype) -> np.ndarray:
 
 
 class PassRun:
-    """What a rewrite pass sets up before its loop: the report, the matches (skips already reported), unique names,
-    the quantize-once cache and the progress bar."""
+    """What a rewrite pass sets up before its loop: the report, the matches of ``find`` (the op's matcher; skips
+    already reported), unique names, the quantize-once cache and the progress bar."""
 
-    def __init__(self, graph, config, report: QuantReport | None):
+    def __init__(self, graph, config, report: QuantReport | None, find=find_linear_layers):
         self.report = report if report is not None else QuantReport()
-        self.matches, skips = find_linear_layers(graph, config)
+        self.matches, skips = find(graph, config)
         for s in skips:
-            self.report.skip(s.node, s.reason, s.detail)
+            self.report.skip(s.ref, s.reason, s.detail)
         self.names = NameScope(graph)
         self.cache = QuantizeOnce(config)
         self.bar = progress_bar(len(self.matches), config)
@@ -105,14 +114,14 @@ class PassRun:
         try:
             return self.cache.get(match, act_dtype, build)
         except QuantizationError as exc:
-            self.report.skip(match.node, *skip_reason_of(exc))
-            self.bar.update(match.node.name)
+            self.report.skip(match.ref, *skip_reason_of(exc))
+            self.bar.update(match.ref.name)
             return None
 
     def rewritten(self, match, act_dtype: str, casts: bool, shared: bool) -> None:
         """Records one rewritten node and advances the progress bar."""
-        self.report.rewritten.append(Rewritten(node=match.node.name, pattern=match.pattern, weight=match.source_name,
+        self.report.rewritten.append(Rewritten(node=match.ref.name, pattern=match.pattern, weight=match.source_name,
                                                k=match.k, n=match.n,
                                                weight_rel_error=self.cache.rel_errors[match.key(act_dtype)],
                                                act_dtype=act_dtype, casts=casts, shared=shared))
-        self.bar.update(match.node.name)
+        self.bar.update(match.ref.name)
