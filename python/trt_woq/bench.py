@@ -336,7 +336,10 @@ def read_streams(setups, l2) -> dict[str, float]:
             if not isinstance(us, Exception)}
 
 
-def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float = 2.0, replays: int = 25) -> dict:
+def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float = 2.0, replays: int = 25,
+        checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """The benchmark (module docstring) as a JSON-able dict; ``checkpoint`` gets the result so far after every
+    (K, N), so that a run cut short keeps what it measured."""
     torch = _torch()
     lib = K.load()
     props = torch.cuda.get_device_properties(0)
@@ -384,6 +387,14 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
             log(summary_line(rows, k, n, m, reads, mhz))
         del setups
         torch.cuda.empty_cache()
+        if checkpoint:
+            done = shapes[:shapes.index((k, n)) + 1]
+            checkpoint(result_dict(lib, props, torch, done, ms, rows, copy_gbps, read_gbps, l2, sm_mhz))
+    return result_dict(lib, props, torch, shapes, ms, rows, copy_gbps, read_gbps, l2, sm_mhz)
+
+
+def result_dict(lib, props, torch, shapes, ms, rows, copy_gbps, read_gbps, l2, sm_mhz) -> dict:
+    """The JSON of a run: its rows with their bandwidth fractions, the device and the dispatch's INT4 picks."""
     dispatch = {}
     for k, n in shapes:
         for m in ms:
@@ -391,8 +402,9 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
             cid = lib.dispatch(p, props.major * 10 + props.minor)
             dispatch[f"{k}x{n}/m{m}"] = lib.candidate_name(cid) if cid >= 0 else None
     out_rows = []
+    cublas_of = {(r.k, r.n, r.m): r for r in rows if r.method == "cublas_fp16"}
     for r in rows:
-        cublas = _get(rows, r.k, r.n, r.m, "cublas_fp16")
+        cublas = cublas_of.get((r.k, r.n, r.m))
         read = read_gbps.get(f"{r.k}x{r.n}", {}).get(r.method)
         out_rows.append(dict(k=r.k, n=r.n, m=r.m, method=r.method, us=r.us, weight_bytes=r.weight_bytes, gbps=r.gbps,
                              frac_cublas_bw=(r.gbps / cublas.gbps if r.gbps and cublas and cublas.gbps else None),
@@ -624,11 +636,16 @@ def main(argv=None) -> int:
     print(HEADER, flush=True)
     methods = args.methods.split(",") if args.methods else \
         [b for b in BASELINES if b != "marlin" or marlin_available()] + list(OURS)
+    command = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+
+    def save(result):
+        result["command"] = command
+        with open(args.json, "w") as f:
+            f.write(dumps(result))
+
     result = run(args.shapes, ms, methods, args.candidates, log=lambda s: print(s, flush=True), settle_s=args.settle,
-                 replays=args.replays)
-    result["command"] = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    with open(args.json, "w") as f:
-        f.write(dumps(result))
+                 replays=args.replays, checkpoint=save)
+    save(result)
     print("\n" + summary_table(result))
     print(f"wrote {args.json}")
     return 0

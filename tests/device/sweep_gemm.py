@@ -6,13 +6,13 @@ For each (K, N, bits, M) the candidates that support the problem and cuBLAS FP16
 Prints one line per group and a closing table (cuBLAS, the dispatch's pick, the fastest candidate, both as
 cuBLAS time / ours); writes every time to --json.
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/sweep_gemm.py --json $OUT/sweep.json
+    export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
+    python3 tests/device/sweep_gemm.py --json sweep.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -24,7 +24,7 @@ sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
 from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
-from trt_woq.bench import SHAPES, time_interleaved  # noqa: E402
+from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
 SM90_CANDIDATES = range(8, 25)  # the wgmma and warp-specialized tiles (0-7 are the SM80 mma.sync tiles)
@@ -114,7 +114,7 @@ def main() -> int:
             torch.cuda.empty_cache()
             result["seconds"] = round(time.time() - t0)
             with open(args.json, "w") as f:  # after every shape, so that a run cut short keeps what it measured
-                json.dump(result, f, indent=1)
+                f.write(dumps(result))
     print(table(rows))
     print(f"wrote {args.json} ({len(rows)} groups, {result['seconds']} s)")
     return 0
