@@ -528,14 +528,18 @@ def summary_table(result: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The JSON of a run as the markdown table of docs/performance.md (one row per (K, N, M))."""
+    """The JSON of a run as the markdown table of docs/performance.md (one row per (K, N, M)); the time columns of
+    methods the run did not include are left out."""
     rows = _rows_of(result)
     reads = result.get("read_gbps", {})
     clocks = result.get("sm_mhz", {})
     keys = sorted({(r.k, r.n, r.m) for r in rows}, key=lambda t: (t[0] * t[1], t[0], t[2]))
-    head = ("| K x N | M | cuBLAS fp16 | cuBLAS bf16 | torch int4 | Marlin | ours INT8 pc | ours INT4 g128 "
-            "| ours INT4 g128 asym | INT4 / cuBLAS | INT4 / Marlin | INT8 / cuBLAS | INT4 BW % cuBLAS | INT4 BW % read "
-            "| INT8 BW % cuBLAS | INT8 BW % read | INT4 TFLOP/s | SM MHz |")
+    names = {"cublas_fp16": "cuBLAS fp16", "cublas_bf16": "cuBLAS bf16", "torch_int4": "torch int4", "marlin": "Marlin",
+             "int8_pc": "ours INT8 pc", "int4_g128": "ours INT4 g128", "int4_g128_asym": "ours INT4 g128 asym"}
+    methods = [meth for meth in BASELINES + OURS if any(r.method == meth for r in rows)]
+    head = ("| K x N | M | " + " | ".join(names[meth] for meth in methods) + " | INT4 / cuBLAS | INT4 / Marlin "
+            "| INT8 / cuBLAS | INT4 BW % cuBLAS | INT4 BW % read | INT8 BW % cuBLAS | INT8 BW % read | INT4 TFLOP/s "
+            "| SM MHz |")
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
 
     def f(v):
@@ -548,7 +552,7 @@ def markdown(result: dict) -> str:
         return f"{100 * v:.0f}%" if v else "n/a"
 
     for k, n, m in keys:
-        times = [f(r.us if r else None) for r in (_get(rows, k, n, m, meth) for meth in BASELINES + OURS)]
+        times = [f(r.us if r else None) for r in (_get(rows, k, n, m, meth) for meth in methods)]
         i4c, i4r = _bw_fracs(rows, k, n, m, "int4_g128", reads.get(f"{k}x{n}"))
         i8c, i8r = _bw_fracs(rows, k, n, m, "int8_pc", reads.get(f"{k}x{n}"))
         i4 = _get(rows, k, n, m, "int4_g128")
