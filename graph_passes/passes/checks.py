@@ -113,8 +113,14 @@ def overridable_initializers(model) -> set[str]:
 
 def keep_overridable_inputs(model, graph) -> None:
     """onnx-graphsurgeon drops initializers from a graph's inputs on import: put them back into ``graph.inputs``,
-    so that the rewritten model keeps its interface and the finder sees them."""
-    tensors = graph.tensors()
+    so that the rewritten model keeps its interface and the finder sees them. A weight read only inside an If / Loop /
+    Scan body is not among the main graph's own tensors: the bodies are searched too (main graph first)."""
+    from graph_passes.passes.match import scoped_graphs
+
+    tensors = {}
+    for sub, _ in scoped_graphs(graph):
+        for name, tensor in sub.tensors().items():
+            tensors.setdefault(name, tensor)
     graph.inputs.extend(tensors[n] for n in sorted(overridable_initializers(model)) if n in tensors)
     order = {i.name: pos for pos, i in enumerate(model.graph.input)}  # positional callers see the same interface
     graph.inputs.sort(key=lambda t: order.get(t.name, len(order)))
