@@ -482,6 +482,9 @@ def _session(model_path: str, name: str):
     import onnxruntime as ort
     from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
 
+    # ORT would also log a failing node (e.g. ids past the embedding table) on stderr, in colour, before raising: the
+    # error reaches the user once, as compare's one line.
+    ort.set_default_logger_severity(4)
     loader = SessionFromOnnx(model_path, providers=["CPUExecutionProvider"],
                              graph_optimization_level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
     return OnnxrtRunner(loader, name=name)

@@ -377,3 +377,17 @@ def test_default_threshold_follows_the_weights(tmp_path):
     from graph_passes.compare import quantized_bits
 
     assert quantized_bits(twin) == {8}
+
+
+def test_a_failing_run_is_one_line_on_stderr(tmp_path, capfd):
+    """ids past the embedding table: ONNX Runtime's own log of the failing node stays off stderr."""
+    from graph_passes.__main__ import main
+
+    _, path = _bert_like(tmp_path, vocab=50)
+    ids = np.full((1, 2, 4), 70, np.int64)
+    np.savez(tmp_path / "d.npz", input_ids=ids, attention_mask=np.ones_like(ids), token_type_ids=np.zeros_like(ids),
+             position_ids=np.zeros_like(ids))
+    capfd.readouterr()
+    assert main(["compare", str(path), str(path), "--data", str(tmp_path / "d.npz")]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "running the models failed" in err[0] and "embed" in err[0], err
