@@ -180,7 +180,14 @@ def _add_quant_options(p) -> None:
     p.add_argument("--exclude", action="append", metavar="REGEX", help="skip nodes whose name matches (repeatable)")
     p.add_argument("--min-elements", type=int, default=0, metavar="N",
                    help="skip weights with fewer than N elements (default 0)")
-    p.add_argument("--report", metavar="FILE.json", help="also write the summary as JSON")
+    p.add_argument("--report", metavar="FILE.json", type=_file_name, help="also write the summary as JSON")
+
+
+def _file_name(text: str) -> str:
+    """An output path as given; an empty one would otherwise read as "not given" (default output, no report)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; give a file name")
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -232,7 +239,7 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     short, long = _doc(cmd_quantize)
     p = sub.add_parser("quantize", help=short, description=long, formatter_class=fmt)
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
-    p.add_argument("-o", "--output", metavar="OUT", help="output .onnx file")
+    p.add_argument("-o", "--output", metavar="OUT", type=_file_name, help="output .onnx file")
     _add_quant_options(p)
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing output / report (never the input or its external data)")

@@ -114,7 +114,7 @@ class Outputs:
 
     def add(self, path: str, what: str, fix: str) -> None:
         """Refuses ``path`` as the ``what`` (e.g. "report") with a message ending in ``fix`` when it is unsafe."""
-        if os.path.isdir(path):
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
             raise UserError(f"{path}: is a folder; {fix}")
         self.refuse_inputs(path, fix)
         for other, other_what in self.targets:

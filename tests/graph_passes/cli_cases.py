@@ -347,6 +347,10 @@ def _paths(kind):
             "out_via_file_link": [_q(model, "--force", out="m_link.onnx")],
             "out_is_folder": [_q(model, "--force", out="dir")],
             "out_in_missing_folder": [_q(model, out="nope/q.onnx")],
+            "out_trailing_slash": [["quantize", str(model), "-o", f"{folder}/{d}/", "-q", "--force"]
+                                   for d in ("nope", "dir")],
+            "out_empty": [["quantize", str(model), "-o", "", "-q"]],
+            "report_empty": [_q(model, "--report", ""), ["inspect", str(model), "--report", ""]],
             "out_under_a_file": [_q(model, out="m.onnx/q.onnx")],
             "report_is_input": [_q(model, "--report", str(model), "--force"),
                                 ["inspect", str(model), "--report", str(model), "--force"]],
@@ -405,6 +409,7 @@ for kind in ("short", "empty", "offset_past_end", "length_mismatch", "negative_o
              "one_tensor_elsewhere", "link_inside", "good"):
     CASES[f"external_{kind}"] = external(kind)
 for kind in ("out_is_input", "out_via_folder_link", "out_via_file_link", "out_is_folder", "out_in_missing_folder",
+             "out_trailing_slash", "out_empty", "report_empty",
              "out_under_a_file", "report_is_input", "report_via_link", "report_is_output",
              "report_is_folder", "report_exists", "ext_out_data_is_input_data", "ext_report_is_input_data",
              "ext2_report_is_output_data", "ext2_out_is_input_data", "out_is_dangling_link", "out_is_hard_link",
