@@ -252,6 +252,23 @@ def test_user_errors(tmp_path):
         compare(o_path, p_path, min_cosine=2.0)
 
 
+@pytest.mark.parametrize("tamper,match", [("group_size=0", "group_size 0 does not divide"),
+                                          ("group_size=96", "group_size 96 does not divide"),
+                                          ("scales[:3]", "3 scales, expected 2 x 64")])
+def test_inconsistent_plugin_node_is_refused(tmp_path, tamper, match):
+    """A tampered WeightOnlyLinear node (attributes or scales that disagree with the rest): one line, no traceback."""
+    _, p_path, _, _ = _models(tmp_path, np.random.default_rng())
+    model = onnx.load(p_path)
+    node = next(n for n in model.graph.node if n.op_type == "WeightOnlyLinear")
+    if tamper.startswith("group_size="):
+        next(a for a in node.attribute if a.name == "group_size").i = int(tamper.split("=")[1])
+    else:
+        scales = next(t for t in model.graph.initializer if t.name == node.input[2])
+        scales.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scales).reshape(-1)[:3], scales.name))
+    with pytest.raises(UserError, match=match):
+        plugin_to_qdq(model)
+
+
 def test_plugin_model_with_old_opset_is_refused(tmp_path):
     rng = np.random.default_rng()
     _, p_path, _, _ = _models(tmp_path, rng)
