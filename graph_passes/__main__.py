@@ -16,6 +16,7 @@ from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_si
 from graph_passes.registry.methods import METHODS
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's status for SIGINT
 MAX_INPUT_ELEMENTS = 1 << 28  # per generated compare input: 1 GiB of float32
 
 
@@ -288,6 +289,9 @@ def main(argv=None, parser=None, errors: tuple = ()) -> int:
     except (UserError, LayoutError, OSError, *errors) as exc:
         print(f"trt-woq {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the temporary files are already removed
+        print(f"trt-woq {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _one_line(exc: Exception) -> str:
