@@ -4,10 +4,10 @@ A weight is ``W[k, n] ~ decode(C[k, n]) * S[k // G, n]`` (codec: ``graph_passes/
 group of ``G`` consecutive ``k`` in a column (``G = K`` for ``group_size = -1``), no zero point (the format is
 signed).
 
-The scale search is the integer one (``graph_passes/quantizers/integer.py``): for each clipping ratio ``r`` the candidate scale
-``r * max|W_group| / 28`` is rounded to the activation dtype first (what the kernels read), the group is rounded to
-FP6 with that exact scale, and the ratio with the smallest ``sum((W - decode(C) * S)**2)`` wins; ratio 1.0
-(max-abs) is always a candidate.
+The scale search is the integer one (``graph_passes/quantizers/integer.py``): for each clipping ratio ``r`` the
+candidate scale ``r * max|W_group| / 28`` is rounded to the activation dtype first (what the kernels read), the group
+is rounded to FP6 with that exact scale, and the ratio with the smallest ``sum((W - decode(C) * S)**2)`` wins; ratio
+1.0 (max-abs) is always a candidate.
 """
 
 from __future__ import annotations

@@ -472,6 +472,10 @@ def summary_line(rows, k, n, m, reads=None, mhz=None) -> str:
             f"{x(_speedup(rows, k, n, m, 'cublas_fp16', 'int8_pc'))}"
             f" | {pct(i4_cub)} {pct(i4_read)} {pct(i8_cub)} {pct(i8_read)} | "
             f"{f'{i4.tflops:6.1f}' if i4 and i4.us else '   n/a'} | {mhz if mhz else 'n/a':>6}")
+    others = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and r.us and "@" not in r.method
+              and r.method not in BASELINES + OURS]  # methods asked for by name (fp6_pc, int4_g128_bf16)
+    if others:
+        line += "  " + " ".join(f"{r.method}={r.us:.1f}" for r in others)
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
         line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
@@ -615,8 +619,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: eight LLM shapes)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)),
                     help="comma-separated M values (default: 1..16, 24, 32, 48, 64, 96, 128, ..., 1024, 2048, 4096)")
-    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, fp6_pc (default: cuBLAS FP16 and BF16, torch "
-                                      "int4, Marlin when importable, and ours)")
+    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, fp6_pc (default: cuBLAS FP16 and BF16, "
+                                      "torch int4, Marlin when importable, and ours)")
     ap.add_argument("--replays", type=int, default=25, help="timed replays per method and group (default 25)")
     ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all", "fp6"],
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128; fp6: FP6 per channel "

@@ -109,7 +109,8 @@ class Fp6Problem:
             self.ref += self.bias.double()
 
     def label(self) -> str:
-        return f"m={self.m} k={self.k} n={self.n} FP6 g{self.group} {self.act}{' bias' if self.bias is not None else ''}"
+        bias = " bias" if self.bias is not None else ""
+        return f"m={self.m} k={self.k} n={self.n} FP6 g{self.group} {self.act}{bias}"
 
     def params(self, out, **kw) -> K.LinearParams:
         args = dict(m=self.m, n=self.n, k=self.k, weight_format="fp6_e3m2", group_size=self.group, act=self.act,

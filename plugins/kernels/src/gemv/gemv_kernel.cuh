@@ -452,7 +452,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         uint4 xa[kVec];
         uint4 xb[MT == 16 ? kVec : 1];
 #pragma unroll
-        for (int v = 0; v < kVec; ++v) xa[v] = g < m ? lds128(st + x_off + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
+        for (int v = 0; v < kVec; ++v) {
+            xa[v] = g < m ? lds128(st + x_off + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
         for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
             xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<GB>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
