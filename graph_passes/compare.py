@@ -29,6 +29,8 @@ from graph_passes.errors import UserError
 from graph_passes.layouts import get_layout
 
 OP_TYPE = "WeightOnlyLinear"
+CONV_OP_TYPE = "WeightOnlyConv"
+OP_TYPES = (OP_TYPE, CONV_OP_TYPE)
 DOMAIN = "trt_woq"
 DEFAULT_BATCH = 2        # a dynamic first dimension
 DEFAULT_DYNAMIC_DIM = 32  # any other dynamic dimension (sequence length, ...)
@@ -141,11 +143,23 @@ def _int_tensor(name: str, values: np.ndarray, bits: int):
 
 
 def has_plugin_nodes(model) -> bool:
-    return any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph.node)
+    return any(n.op_type in OP_TYPES and n.domain == DOMAIN for n in model.graph.node)
+
+
+def _node_attributes(node, name):
+    from graph_passes.errors import QuantizationError
+    from graph_passes.op import WoqAttributes
+    from graph_passes.op_conv import ConvAttributes
+
+    try:
+        return (ConvAttributes if node.op_type == CONV_OP_TYPE else WoqAttributes).from_dict(_attrs(node))
+    except QuantizationError as exc:
+        raise UserError(f"{node.op_type} node {name}: {exc}") from None
 
 
 def plugin_to_qdq(model):
-    """A copy of ``model`` where every WeightOnlyLinear node is DequantizeLinear + MatMul (+ Add bias).
+    """A copy of ``model`` where every WeightOnlyLinear node is DequantizeLinear + MatMul (+ Add bias) and every
+    WeightOnlyConv node DequantizeLinear + Reshape + Conv, each followed by its epilogue as standard ops.
 
     The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
     values the plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
@@ -153,6 +167,8 @@ def plugin_to_qdq(model):
     """
     import onnx
     from onnx import TensorProto, helper, numpy_helper
+
+    from graph_passes.passes.epilogue import twin_nodes
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset < QDQ_OPSET:
@@ -162,34 +178,32 @@ def plugin_to_qdq(model):
     twin.CopyFrom(model)
     graph = twin.graph
     inits = {t.name: t for t in graph.initializer}
-    used_by_other = {i for n in graph.node if not (n.op_type == OP_TYPE and n.domain == DOMAIN) for i in n.input}
+    ours = [n for n in graph.node if n.op_type in OP_TYPES and n.domain == DOMAIN]
+    used_by_other = {i for n in graph.node if not (n.op_type in OP_TYPES and n.domain == DOMAIN) for i in n.input}
     new_nodes, new_inits, drop = [], [], set()
     for node in graph.node:
-        if not (node.op_type == OP_TYPE and node.domain == DOMAIN):
+        if not (node.op_type in OP_TYPES and node.domain == DOMAIN):
             new_nodes.append(node)
             continue
         name = node.name or node.output[0]
-        a = _attrs(node)
-        try:
-            bits, group, k, n = int(a["bits"]), int(a["group_size"]), int(a["in_features"]), int(a["out_features"])
-            has_zeros, has_bias, layout = int(a.get("has_zeros", 0)), int(a.get("has_bias", 0)), int(a["layout"])
-        except KeyError as exc:
-            raise UserError(f"{OP_TYPE} node {name}: missing attribute {exc}") from None
-        expected = 3 + has_zeros + has_bias
+        a = _node_attributes(node, name)
+        bits, group, k, n = a.bits, a.group_size, a.in_features, a.out_features
+        conv = node.op_type == CONV_OP_TYPE
+        expected = 3 + a.has_zeros + a.has_bias
         if len(node.input) != expected:
-            raise UserError(f"{OP_TYPE} node {name}: {len(node.input)} inputs, expected {expected} for "
-                            f"has_zeros={has_zeros}, has_bias={has_bias}")
+            raise UserError(f"{node.op_type} node {name}: {len(node.input)} inputs, expected {expected} for "
+                            f"has_zeros={a.has_zeros}, has_bias={a.has_bias}")
         consts = []
         for i in node.input[1:]:
             if i not in inits:
-                raise UserError(f"{OP_TYPE} node {name}: input {i} is not an initializer; only constant weights "
-                                f"can be turned into a Q/DQ twin")
+                raise UserError(f"{node.op_type} node {name}: input {i} is not an initializer; only constant "
+                                f"weights can be turned into a Q/DQ twin")
             consts.append(numpy_helper.to_array(inits[i], base_dir=""))
         packed, scales = consts[0], consts[1]
-        zeros = consts[2] if has_zeros else None
-        bias = consts[-1] if has_bias else None
-        u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
-        groups = 1 if group == -1 else k // group
+        zeros = consts[2] if a.has_zeros else None
+        bias = consts[-1] if a.has_bias else None
+        u = get_layout(a.layout).unpack(packed, k, n, bits)  # uint8 [K, N]
+        groups = a.num_groups
         scales = scales.reshape(groups, n)
         act_dtype = scales.dtype
         # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
@@ -198,12 +212,16 @@ def plugin_to_qdq(model):
             scales = scales.astype(np.float32)
         z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
              else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
+        # The conv weight is dequantized as W^T [N, K] and reshaped to ONNX's [N, C, kh, kw] (op_conv's K order).
+        k_axis, n_axis = (1, 0) if conv else (0, 1)
+        if conv:
+            u, scales, z = u.T, scales.T, z.T
         p = f"{name}.qdq"
         u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
-        if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
-            scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": 1}
+        if group == -1:  # per output channel: per-axis DequantizeLinear on the N axis
+            scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": n_axis}
         else:
-            dq_attrs = {"axis": 0, "block_size": group}
+            dq_attrs = {"axis": k_axis, "block_size": group}
         new_inits += [_int_tensor(u_name, u, bits), numpy_helper.from_array(scales, s_name),
                       _int_tensor(z_name, z, bits)]
         x = node.input[0]
@@ -212,25 +230,40 @@ def plugin_to_qdq(model):
             x = f"{p}.x_f32"
         new_nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
                                           name=f"{p}.dequantize", **dq_attrs))
-        out = node.output[0]
-        mm_out = out if (bias is None and compute_dtype == act_dtype) else f"{p}.matmul_out"
-        new_nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [mm_out], name=f"{p}.matmul"))
+        b_name = f"{p}.bias"
         if bias is not None:
-            b_name = f"{p}.bias"
             new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
-            add_out = out if compute_dtype == act_dtype else f"{p}.add_out"
-            new_nodes.append(helper.make_node("Add", [mm_out, b_name], [add_out], name=f"{p}.add_bias"))
-            mm_out = add_out
+        if conv:
+            shape_name = f"{p}.weight_shape"
+            new_inits.append(numpy_helper.from_array(np.array([n, a.in_channels, *a.kernel_shape], np.int64),
+                                                     shape_name))
+            new_nodes.append(helper.make_node("Reshape", [f"{p}.weight", shape_name], [f"{p}.weight4"],
+                                              name=f"{p}.reshape"))
+            new_nodes.append(helper.make_node(
+                "Conv", [x, f"{p}.weight4"] + ([b_name] if bias is not None else []), [f"{p}.conv_out"],
+                name=f"{p}.conv", kernel_shape=list(a.kernel_shape), strides=list(a.strides), pads=list(a.pads),
+                dilations=list(a.dilations)))
+        else:
+            new_nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [f"{p}.matmul_out"], name=f"{p}.matmul"))
+            if bias is not None:
+                new_nodes.append(helper.make_node("Add", [f"{p}.matmul_out", b_name], [f"{p}.add_out"],
+                                                  name=f"{p}.add_bias"))
+        if a.epilogue.name != "none":
+            act_nodes, act_inits = twin_nodes(a.epilogue, a.epilogue_params(), new_nodes[-1].output[0],
+                                              f"{p}.activation_out", p, compute_dtype)
+            new_nodes += act_nodes
+            new_inits += act_inits
         if compute_dtype != act_dtype:
-            new_nodes.append(helper.make_node("Cast", [mm_out], [out], name=f"{p}.cast_y",
+            new_nodes.append(helper.make_node("Cast", [new_nodes[-1].output[0]], [f"{p}.y"], name=f"{p}.cast_y",
                                               to=TensorProto.BFLOAT16))
+        new_nodes[-1].output[0] = node.output[0]
         drop.update(i for i in node.input[1:] if i not in used_by_other)
     del graph.node[:]
     graph.node.extend(new_nodes)
     kept = [t for t in graph.initializer if t.name not in drop]
     del graph.initializer[:]
     graph.initializer.extend(kept + new_inits)
-    if not any(nd.domain == DOMAIN for nd in graph.node):
+    if ours and not any(nd.domain == DOMAIN for nd in graph.node):
         imports = [o for o in twin.opset_import if o.domain != DOMAIN]
         del twin.opset_import[:]
         twin.opset_import.extend(imports)

@@ -190,7 +190,7 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     out = run_passes(model, config, report)
     del model
     if not report.rewritten:
-        why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul or Gemm node"
+        why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul, Gemm or Conv node"
         raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
     kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
     if kept:
@@ -209,7 +209,7 @@ def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes._common import op_act_dtype
-    from graph_passes.passes.match import find_linear_layers
+    from graph_passes.registry.ops import OPS
     from graph_passes.report import Rewritten
 
     model, base_dir, _ = load_model(model_path)
@@ -217,7 +217,11 @@ def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
     report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
     graph = gs.import_onnx(model)
-    matches, skips = find_linear_layers(graph, config)
+    matches, skips = [], []
+    for op in OPS:
+        found = op.match(graph, config)
+        matches += found[0]
+        skips += found[1]
     seen = set()
     for m in matches:
         act, casts = op_act_dtype(m, config)

@@ -170,10 +170,15 @@ def _bias_values(tensor, n: int, x_rank: int | None, base_dir):
         return f"bias of shape {list(shape)} is not a vector of N={n} values"
     if len(shape) > 2 or (x_rank is not None and len(shape) > x_rank):
         return f"bias of shape {list(shape)} would broadcast the output to a higher rank"
+    return constant_values(const, chain, base_dir).reshape(n)
+
+
+def constant_values(const, chain, base_dir) -> np.ndarray:
+    """float64 values of ``const`` after the Casts of ``chain``."""
     v = read_constant(const, base_dir)
     for step in chain:
         v = v.astype(_np_dtype(step[1]))
-    return np.asarray(v, np.float64).reshape(n)
+    return np.asarray(v, np.float64)
 
 
 def _rank(tensor):
@@ -184,28 +189,31 @@ def _rank(tensor):
 # ---------------------------------------------------------------------------------------------------------- finder
 def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
     """The quantizable MatMul / Gemm nodes of ``graph`` and the skipped ones with a reason each."""
-    matches: list[LinearMatch] = []
-    skips: list[Skip] = []
+    return find_layers(graph, config, ("MatMul", "Gemm"), _match_node, _shape_reason)
+
+
+def find_layers(graph, config, op_types, match_node, shape_reason):
+    """(matches, skips) over the nodes of ``op_types``: ``match_node(node, config, graph_output_ids)`` gives a match
+    or a Skip, ``shape_reason(match, config, layout)`` a (reason, detail) tuple or None; then --include / --exclude
+    and --min-elements."""
+    matches, skips = [], []
     layout = get_layout(config.layout)
     graph_outputs = {id(t) for t in graph.outputs}
     for node in graph.nodes:
-        if node.op not in ("MatMul", "Gemm"):
+        if node.op not in op_types:
             continue
-        m = _match_node(node, config, graph_outputs)
+        m = match_node(node, config, graph_outputs)
         if isinstance(m, Skip):
             skips.append(m)
             continue
-        reason = _shape_reason(m, config, layout)
+        reason = shape_reason(m, config, layout)
+        filtered = None if reason else config.name_filter_reason(node.name)
+        if filtered:
+            reason = (filtered,)
+        if reason is None and m.k * m.n < config.min_elements:
+            reason = (f"fewer than --min-elements {config.min_elements} weights", f"K x N = {m.k} x {m.n}")
         if reason:
             skips.append(Skip(node, *reason))
-            continue
-        filtered = config.name_filter_reason(node.name)
-        if filtered:
-            skips.append(Skip(node, filtered))
-            continue
-        if m.k * m.n < config.min_elements:
-            skips.append(Skip(node, f"fewer than --min-elements {config.min_elements} weights",
-                              f"K x N = {m.k} x {m.n}"))
             continue
         matches.append(m)
     return matches, skips
