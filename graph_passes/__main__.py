@@ -15,6 +15,7 @@ from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_si
 from graph_passes.registry.methods import METHODS
 
 EXIT_USER_ERROR = 2
+MAX_INPUT_ELEMENTS = 1 << 28  # per generated compare input: 1 GiB of float32
 
 
 # ------------------------------------------------------------------------------------------------------ commands
@@ -46,7 +47,7 @@ def cmd_inspect(args) -> int:
     from graph_passes.pipeline import inspect_model
 
     config = _config(args, progress=False)
-    report = inspect_model(args.model, config)
+    report = inspect_model(args.model, config, report_path=args.report, force=args.force)
     print(report.format())
     for r in report.rewritten:
         shared = ", shared weight" if r.shared else ""
@@ -54,10 +55,6 @@ def cmd_inspect(args) -> int:
         print(f"  rewrite  {r.node} [{r.pattern}] K={r.k} N={r.n} weight={r.weight}{casts}{shared}")
     for s in report.skipped:
         print(f"  skip     {s.node} [{s.op}] {s.reason}" + (f" ({s.detail})" if s.detail else ""))
-    if args.report:
-        from graph_passes.pipeline import write_text_atomic
-
-        write_text_atomic(args.report, report.to_json() + "\n")
     return 0
 
 
@@ -72,6 +69,9 @@ def cmd_compare(args) -> int:
     except ImportError as exc:
         raise UserError(f"compare is not available: {exc}") from None
     shapes = _parse_shapes(args.input_shape)
+    if not 0 <= args.seed < 2**32:
+        raise UserError(f"--seed {args.seed}: must be in 0 .. 2**32 - 1")
+    _check_model_files(args.original, args.quantized)
     report = compare(args.original, args.quantized, input_shapes=shapes, seed=args.seed,
                      min_cosine=args.min_cosine, use_trt=args.trt)
     print(report.format())
@@ -82,17 +82,21 @@ def cmd_build(args) -> int:
     """Build a TensorRT engine from MODEL (needs TensorRT; the plugin format also the trt_woq plugin library).
 
     Calls trt_woq.engine.build_engine. Without --profile, dynamic dims get the runtime's default ranges. An existing
-    ENGINE is refused unless --force.
+    ENGINE is refused unless --force; ENGINE and the timing cache may never be MODEL or its external data.
     """
     import os
+
+    from graph_passes.pipeline import outputs_for
 
     try:
         from trt_woq.engine import build_engine
     except ImportError as exc:
         raise UserError(f"build needs the trt_woq runtime (pip install this project): {exc}") from None
     engine = args.output or (os.path.splitext(args.model)[0] + ".engine")
-    if os.path.exists(engine) and not args.force:
-        raise UserError(f"{engine}: already exists; pass --force to overwrite it")
+    outputs = outputs_for(args.model, args.force)
+    outputs.add(engine, "engine", "choose another engine path (-o)")
+    if args.timing_cache:
+        outputs.refuse_inputs(args.timing_cache, "choose another --timing-cache file")
     kwargs = {"precision": args.precision, "verbose": args.verbose}
     if args.plugin:
         kwargs["plugin_path"] = args.plugin
@@ -100,7 +104,9 @@ def cmd_build(args) -> int:
         kwargs["timing_cache"] = args.timing_cache
     if args.profile:
         kwargs["profiles"] = [_parse_profile(args.profile)]
-    build_engine(args.model, engine, **kwargs)
+    with outputs:
+        build_engine(args.model, outputs.path_for(engine), **kwargs)
+        outputs.commit()
     print(f"wrote {engine}")
     return 0
 
@@ -121,10 +127,31 @@ def _parse_shapes(items):
         if not sep or not name:
             raise UserError(f"--input-shape {item!r}: expected NAME:D0,D1,... (e.g. input_ids:1,128)")
         try:
-            shapes[name] = tuple(int(d) for d in dims.replace("x", ",").split(",") if d)
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d)
         except ValueError:
             raise UserError(f"--input-shape {item!r}: dims must be integers") from None
+        if any(d < 1 for d in shape):
+            raise UserError(f"--input-shape {item!r}: every dim must be >= 1")
+        elements = 1
+        for d in shape:
+            elements *= d
+        if elements > MAX_INPUT_ELEMENTS:
+            raise UserError(f"--input-shape {item!r}: {elements} elements, more than the {MAX_INPUT_ELEMENTS} "
+                            f"a generated input may have")
+        shapes[name] = shape
     return shapes
+
+
+def _check_model_files(*paths) -> None:
+    """The external data references of each model, checked before anything reads them (a missing model is left
+    to the command to report)."""
+    import os
+
+    from graph_passes.files import external_data_files
+    from graph_passes.pipeline import read_graph
+
+    for path in filter(os.path.isfile, paths):
+        external_data_files(read_graph(path), path)
 
 
 def _parse_profile(items) -> dict:
@@ -180,6 +207,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="trt-woq", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     sub.required = True
     fmt = argparse.RawDescriptionHelpFormatter
@@ -189,20 +217,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     p.add_argument("-o", "--output", metavar="OUT", help="output .onnx file")
     _add_quant_options(p)
-    p.add_argument("--force", action="store_true", help="overwrite an existing output / report")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing output / report (never the input or its external data)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress (a bar on a terminal, a short log otherwise)")
     p.set_defaults(func=cmd_quantize)
 
     short, long = _doc(cmd_inspect)
     p = sub.add_parser("inspect", help=short, description=long, formatter_class=fmt)
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     _add_quant_options(p)
+    p.add_argument("--force", action="store_true", help="overwrite an existing report")
     p.set_defaults(func=cmd_inspect)
 
     short, long = _doc(cmd_compare)
     p = sub.add_parser("compare", help=short, description=long, formatter_class=fmt)
-    p.add_argument("original", metavar="ORIGINAL")
-    p.add_argument("quantized", metavar="QUANTIZED")
+    p.add_argument("original", metavar="ORIGINAL", help="the float .onnx model (the reference)")
+    p.add_argument("quantized", metavar="QUANTIZED", help="the quantized .onnx model (output of quantize)")
     p.add_argument("--input-shape", action="append", metavar="NAME:D0,D1,...",
                    help="shape of a dynamic input (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
@@ -212,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     short, long = _doc(cmd_build)
     p = sub.add_parser("build", help=short, description=long, formatter_class=fmt)
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help=".onnx file to build (plugin or Q/DQ format)")
     p.add_argument("-o", "--output", metavar="ENGINE", help="engine file (default MODEL.engine)")
     p.add_argument("--profile", action="append", metavar="NAME:MIN/OPT/MAX",
                    help="shape range of an input, each shape D0,D1,... (repeatable; one profile)")
@@ -224,6 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="TensorRT's verbose log")
     p.set_defaults(func=cmd_build)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trt-woq")
+    except PackageNotFoundError:
+        return "(not installed: running from a source tree)"
 
 
 def _known_errors() -> tuple:
@@ -247,10 +287,15 @@ def main(argv=None) -> int:
         return int(exc.code or 0)
     try:
         return args.func(args)
-    except _known_errors() as exc:
-        msg = " ".join(str(exc).split())
-        print(f"trt-woq {args.command}: error: {msg}", file=sys.stderr)
+    except (*_known_errors(), OSError) as exc:
+        print(f"trt-woq {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:  # disk full, permissions: the file and why
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":
