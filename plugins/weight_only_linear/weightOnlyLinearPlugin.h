@@ -39,6 +39,9 @@ struct WeightOnlyLinearParams
     int32_t layout{0};
     int32_t hasZeros{0};
     int32_t hasBias{0};
+    int32_t activation{0};  // trt_woq_epilogue applied after the bias (optional field, default 0 = none)
+    float clipMin{0.f};     // clip_min / clip_max: only with activation CLIP
+    float clipMax{0.f};
 
     int32_t zerosIndex() const noexcept { return hasZeros ? 3 : -1; }
     int32_t biasIndex() const noexcept { return hasBias ? 3 + hasZeros : -1; }
