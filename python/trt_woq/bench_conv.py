@@ -95,7 +95,8 @@ def cudnn_calls(batch, cin, cout, ks, hw, l2, channels_last):
     return [(lambda w=w: torch.nn.functional.conv2d(x, w, b, padding=ks // 2)) for w in ws], wbytes
 
 
-def run(log=print) -> dict:
+def run(log=print, conv_rows=None, linears=True) -> dict:
+    """The conv rows (indices into CONVS, default all) and the linear rows; a dict of every figure."""
     torch = _torch()
     torch.backends.cudnn.benchmark = True
     lib = K.load()
@@ -107,7 +108,7 @@ def run(log=print) -> dict:
     header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | {'int8':>7} {'int4':>7} "
               f"{'int4+silu':>9} {'int4,silu':>9} | {'floor f16/i8/i4':>17} | {'i4 vs CL':>8}")
     log(header)
-    for batch, cin, cout, ks, hw in CONVS:
+    for batch, cin, cout, ks, hw in (CONVS if conv_rows is None else [CONVS[i] for i in conv_rows]):
         pad = ks // 2
         g = conv_geometry(batch, cin, hw, hw, ks, ks, pads=(pad,) * 4)
         m, k = batch * g.out_h * g.out_w, cin * ks * ks
@@ -141,8 +142,10 @@ def run(log=print) -> dict:
         row["best_cudnn_us"] = best
         if row["errors"]:
             log(f"  errors: {row['errors']}")
-    log(f"\n{'linear (M, K, N)':<28}| {'int4':>7} {'int4+silu':>9} {'int4,silu':>9} {'gelu':>7} | fused cost")
     lin_rows = []
+    if not linears:
+        return {"device": torch.cuda.get_device_name(0), "copy_gbps": bw, "convs": rows, "linears": lin_rows}
+    log(f"\n{'linear (M, K, N)':<28}| {'int4':>7} {'int4+silu':>9} {'int4,silu':>9} {'gelu':>7} | fused cost")
     for m, k, n in LINEARS:
         x = torch.randn(m, k, device="cuda").half()
         y = torch.empty(m, n, device="cuda").half()
@@ -164,8 +167,11 @@ def run(log=print) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m trt_woq.bench_conv", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--conv-rows", metavar="I,J,...", help="only these rows of CONVS (0-based)")
+    p.add_argument("--no-linears", action="store_true", help="leave out the linear rows")
     args = p.parse_args(argv)
-    result = run()
+    rows = None if not args.conv_rows else [int(i) for i in args.conv_rows.split(",")]
+    result = run(conv_rows=rows, linears=not args.no_linears)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
