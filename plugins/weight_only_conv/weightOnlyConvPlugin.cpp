@@ -65,37 +65,6 @@ int32_t fail(std::string const& name, char const* where, std::string const& what
     return kFAIL;
 }
 
-std::string dimsString(Dims const& d)
-{
-    std::ostringstream s;
-    s << "[";
-    for (int32_t i = 0; i < d.nbDims; ++i)
-    {
-        s << (i ? ", " : "") << d.d[i];
-    }
-    s << "]";
-    return s.str();
-}
-
-int32_t currentSm()
-{
-    int32_t device{0}, major{0}, minor{0};
-    cudaError_t e = cudaGetDevice(&device);
-    if (e == cudaSuccess)
-    {
-        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    }
-    if (e == cudaSuccess)
-    {
-        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    }
-    if (e != cudaSuccess)
-    {
-        throw std::runtime_error(std::string("cannot query the CUDA device: ") + cudaGetErrorName(e));
-    }
-    return major * 10 + minor;
-}
-
 bool halfOrBf16(DataType t)
 {
     return t == DataType::kHALF || t == DataType::kBF16;

@@ -65,6 +65,36 @@ char const* dataTypeName(DataType t)
     }
 }
 
+// M = product of all dims but the last, or -1 if one of them is unknown.
+int64_t rowsOf(Dims const& d)
+{
+    int64_t m = 1;
+    for (int32_t i = 0; i + 1 < d.nbDims; ++i)
+    {
+        if (d.d[i] < 0)
+        {
+            return -1;
+        }
+        m *= d.d[i];
+    }
+    return m;
+}
+
+// Logs "WeightOnlyLinear[name]::where: what" and returns the failure status.
+int32_t fail(std::string const& name, char const* where, std::string const& what) noexcept
+{
+    logError(std::string(kPLUGIN_NAME) + "[" + name + "]::" + where + ": " + what);
+    return kSTATUS_FAILURE;
+}
+
+// The op's `bits` attribute names the weight format (docs/op.md); validate() admits only these.
+trt_woq_weight_format weightFormatOf(int32_t bits)
+{
+    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
+}
+
+} // namespace
+
 std::string dimsString(Dims const& d)
 {
     std::ostringstream s;
@@ -97,36 +127,6 @@ int32_t currentSm()
     }
     return major * 10 + minor;
 }
-
-// M = product of all dims but the last, or -1 if one of them is unknown.
-int64_t rowsOf(Dims const& d)
-{
-    int64_t m = 1;
-    for (int32_t i = 0; i + 1 < d.nbDims; ++i)
-    {
-        if (d.d[i] < 0)
-        {
-            return -1;
-        }
-        m *= d.d[i];
-    }
-    return m;
-}
-
-// Logs "WeightOnlyLinear[name]::where: what" and returns the failure status.
-int32_t fail(std::string const& name, char const* where, std::string const& what) noexcept
-{
-    logError(std::string(kPLUGIN_NAME) + "[" + name + "]::" + where + ": " + what);
-    return kSTATUS_FAILURE;
-}
-
-// The op's `bits` attribute names the weight format (docs/op.md); validate() admits only these.
-trt_woq_weight_format weightFormatOf(int32_t bits)
-{
-    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
-}
-
-} // namespace
 
 std::string validate(WeightOnlyLinearParams const& p)
 {

@@ -55,6 +55,11 @@ struct WeightOnlyLinearParams
 // Empty string when the parameters are a valid WeightOnlyLinear node, else what is wrong, quoting the value.
 std::string validate(WeightOnlyLinearParams const& p);
 
+// Shared with WeightOnlyConv (plugins/weight_only_conv): "[d0, d1, ...]" for messages; the current device's compute
+// capability (major * 10 + minor), throwing std::runtime_error when CUDA cannot tell.
+std::string dimsString(nvinfer1::Dims const& d);
+int32_t currentSm();
+
 class WeightOnlyLinearPlugin : public nvinfer1::IPluginV3,
                                public nvinfer1::IPluginV3OneCore,
                                public nvinfer1::IPluginV3OneBuild,

@@ -74,8 +74,11 @@ def ours_calls(lib, m, k, n, bits, group, l2, x, y, bias, epilogue=K.Epilogue.NO
     for prm in params:
         prm.workspace, prm.workspace_size = (ws.data_ptr(), ws_bytes) if ws_bytes else (None, 0)
 
-    def call(prm, keep=(weights, ws)):
+    keep = (weights, ws, x, y, bias)
+
+    def call(prm):
         def run():
+            keep  # noqa: B018 - the buffers live as long as the calls (else the graphs read freed memory)
             lib.run(prm, stream=torch.cuda.current_stream().cuda_stream)
             if after is not None:
                 after(y)
