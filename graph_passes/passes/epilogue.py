@@ -155,9 +155,10 @@ def match_epilogue(node, graph):
     return found[0], {}, cast, found[1]
 
 
-def fuse_epilogues(graph, created) -> None:
-    """For each ``(op node, report entry)`` in ``created``: fuse the activation that follows, if any."""
-    for node, entry in created:
+def fuse_epilogues(created) -> None:
+    """For each ``(op node, report entry, graph holding the node)`` in ``created``: fuse the activation that
+    follows, if any (within that graph: a subgraph's outputs end the chain)."""
+    for node, entry, graph in created:
         found = match_epilogue(node, graph)
         if found is None:
             continue

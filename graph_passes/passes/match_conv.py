@@ -1,6 +1,6 @@
 """Pattern finder for 2-D convolutions: the ``Conv`` nodes the conv passes can quantize, and why the others stay float.
 
-Pattern (main graph only): ``Conv(X, W[, B])`` with W a constant [OC, IC, kh, kw] (initializer or Constant, optionally
+Pattern (main graph and the bodies of If / Loop / Scan, as for linear layers): ``Conv(X, W[, B])`` with W a constant [OC, IC, kh, kw] (initializer or Constant, optionally
 behind Cast), ``group = 1``, X 4-D (NCHW); a following ``Add`` of a constant holding OC values broadcast over the
 channels ([OC, 1, 1], [1, OC, 1, 1]) folds into the bias together with B. ``auto_pad`` is resolved to explicit pads
 (SAME_* with a stride > 1 needs the input's static height / width).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graph_passes.passes.match import (LinearMatch, Skip, _dtype_of, _np_dtype, _resolve_constant, _shape_reason,
-                                       constant_values, find_layers, read_constant)
+                                       constant_values, find_layers, overridable_skip, read_constant)
 
 MIN_OUT_CHANNELS = 16
 
@@ -107,7 +107,7 @@ def _layout_reason(m: ConvMatch, config, layout):
 
 def _policy_reason(m: ConvMatch, config):
     """The default policy's reason to keep a conv float, unless an --include pattern names it."""
-    if config.include and config.name_filter_reason(m.node.name) is None:
+    if config.include and config.name_filter_reason(m.path) is None:
         return None
     if m.n < MIN_OUT_CHANNELS:
         return (f"conv with fewer than {MIN_OUT_CHANNELS} output channels kept float (policy; --include the node "
@@ -119,7 +119,7 @@ def _policy_reason(m: ConvMatch, config):
     return None
 
 
-def _match_node(node, config, graph_outputs):
+def _match_node(node, config, graph_outputs, overridable):
     if len(node.inputs) < 2 or not node.outputs:
         return Skip(node, "malformed node (fewer than 2 inputs)")
     x, wt = node.inputs[0], node.inputs[1]
@@ -128,6 +128,8 @@ def _match_node(node, config, graph_outputs):
     if isinstance(r, str):
         return Skip(node, "weight is not constant", r)
     source, source_name, chain, transposes = r
+    if id(source) in overridable:
+        return overridable_skip(node, source_name)
     shape = tuple(source.shape)
     if transposes or len(shape) != 4:
         return Skip(node, "not a 2-D convolution with a [OC, IC, kh, kw] weight", f"weight shape {list(shape)}")

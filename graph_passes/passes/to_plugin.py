@@ -37,7 +37,7 @@ def rewrite_to_plugin(graph: gs.Graph, config, report, find, make_attributes) ->
     report, names = run.report, run.names
     fmt = config.weight_format
     cast_in = {}
-    created = []  # (op node, its report entry)
+    created = []  # (op node, its report entry, the graph holding it)
     for m in run.matches:
         act, casts = op_act_dtype(m, config)
         storage = act_numpy_dtype(act)
@@ -69,25 +69,25 @@ def rewrite_to_plugin(graph: gs.Graph, config, report, find, make_attributes) ->
             m.add_node.outputs.clear()
         x = m.x
         if casts:  # one Cast per activation tensor and dtype (q/k/v projections share theirs)
-            cast_key = (m.x.name, act)
+            cast_key = (m.x.name, act, id(m.graph))  # a Cast inside one If branch is not visible in the other
             if cast_key not in cast_in:
-                cast_in[cast_key] = graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
+                cast_in[cast_key] = m.graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
                                                 outputs=[gs.Variable(names(f"{m.x.name}_{act}"), dtype=storage)],
                                                 attrs={"to": ONNX_FLOAT[act]})[0]
             x = cast_in[cast_key]
             y = gs.Variable(names(f"{name}_y_{act}"), dtype=storage)
         else:
             y = out
-        woq_op.make_gs_node(graph, x, packed, scales, zeros, bias, y, attrs, name)
-        node = graph.nodes[-1]  # graph.layer appends the node it makes
+        woq_op.make_gs_node(m.graph, x, packed, scales, zeros, bias, y, attrs, name)
+        node = m.graph.nodes[-1]  # graph.layer appends the node it makes
         if casts:
-            graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
+            m.graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
                         attrs={"to": ONNX_FLOAT[m.graph_act]})
         run.rewritten(m, act, casts, shared)
-        created.append((node, run.report.rewritten[-1]))
+        created.append((node, run.report.rewritten[-1], m.graph))
     _ensure_opset_import(graph)
     if config.fuse_activations:
-        fuse_epilogues(graph, created)
+        fuse_epilogues(created)
     return graph.cleanup().toposort()
 
 

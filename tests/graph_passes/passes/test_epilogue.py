@@ -92,3 +92,22 @@ def test_what_is_not_fused(rng, case):
     y_ref = models.ref_run(out, {"x": x})
     y_orig = models.ort_run(model, {"x": x})
     assert all(_cosine(a, b) > 0.999 for a, b in zip(y_ref, y_orig))
+
+
+def test_fused_inside_if_branches(rng):
+    """The merged-decoder fixture has fc1 + Relu in both If branches: each branch's Relu is fused into its node."""
+    from subgraph_models import merged_decoder
+
+    from graph_passes.passes.scopes import all_graphs
+
+    model = merged_decoder(rng, gemm_in_else=False)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    fused = {r.node: r.activation for r in report.rewritten if r.activation != "none"}
+    assert fused == {"If_0/then_branch/then_fc1": "relu", "If_0/else_branch/else_fc1": "relu"}
+    assert not any(n.op_type == "Relu" for g in all_graphs(out.graph) for n in g.node)
+    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    for flag in (True, False):
+        feeds = {"x": x, "use_cache_branch": np.array(flag)}
+        y_twin = models.ort_run(plugin_to_qdq(out), feeds)[0]
+        y_orig = models.ort_run(model, feeds)[0]
+        assert _cosine(y_twin, y_orig) > 0.999
