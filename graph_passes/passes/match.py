@@ -275,9 +275,27 @@ def _shape_reason(m: LinearMatch, config, layout):
     return None
 
 
-def overridable_skip(node, source_name: str) -> Skip:
-    return Skip(node, "weight is an overridable graph input",
-                f"initializer '{source_name}' is also a graph input: callers may replace it, so it stays float")
+def following_add(node, graph_outputs):
+    """(Add node, its other input) when the only reader of ``node``'s output is a two-input Add, else None."""
+    out = node.outputs[0]
+    consumers = list(out.outputs)
+    if len(consumers) != 1 or consumers[0].op != "Add" or id(out) in graph_outputs:
+        return None
+    add = consumers[0]
+    other = [t for t in add.inputs if t is not out]
+    return (add, other[0]) if len(add.inputs) == 2 and len(other) == 1 else None
+
+
+def weight_source(node, tensor, overridable):
+    """``(constant, name, chain, transposes)`` of the weight ``tensor`` of ``node``, or the Skip saying why not (not
+    a constant, or an initializer that is also a graph input: callers may replace it, so it stays float)."""
+    r = _resolve_constant(tensor)
+    if isinstance(r, str):
+        return Skip(node, "weight is not constant", r)
+    if id(r[0]) in overridable:
+        return Skip(node, "weight is an overridable graph input",
+                    f"initializer '{r[1]}' is also a graph input: callers may replace it, so it stays float")
+    return r
 
 
 def _match_node(node, config, graph_outputs, overridable):
@@ -291,12 +309,10 @@ def _match_node(node, config, graph_outputs, overridable):
         alpha = float(node.attrs.get("alpha", 1.0))
         beta = float(node.attrs.get("beta", 1.0))
         trans_b = int(node.attrs.get("transB", 0))
-    r = _resolve_constant(b)
-    if isinstance(r, str):
-        return Skip(node, "weight is not constant", r)
+    r = weight_source(node, b, overridable)
+    if isinstance(r, Skip):
+        return r
     source, source_name, chain, transposes = r
-    if id(source) in overridable:
-        return overridable_skip(node, source_name)
     shape = tuple(source.shape)
     if len(shape) != 2:
         return Skip(node, "weight is not 2-D", f"shape {list(shape)}")
@@ -320,13 +336,10 @@ def _match_node(node, config, graph_outputs, overridable):
             m.bias = bias * beta
         return m
     # MatMul: fold a following Add of a constant [N] vector.
-    out = node.outputs[0]
-    consumers = list(out.outputs)
-    if len(consumers) == 1 and consumers[0].op == "Add" and id(out) not in graph_outputs:
-        add = consumers[0]
-        other = [t for t in add.inputs if t is not out]
-        if len(add.inputs) == 2 and len(other) == 1:
-            bias = _bias_values(other[0], m.n, x_rank, base_dir)
-            if not isinstance(bias, str):
-                m.bias, m.add_node, m.output, m.pattern = bias, add, add.outputs[0], "MatMul+Add"
+    found = following_add(node, graph_outputs)
+    if found is not None:
+        add, other = found
+        bias = _bias_values(other, m.n, x_rank, base_dir)
+        if not isinstance(bias, str):
+            m.bias, m.add_node, m.output, m.pattern = bias, add, add.outputs[0], "MatMul+Add"
     return m

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from graph_passes.passes.match import (LinearMatch, Skip, _dtype_of, _np_dtype, _resolve_constant, _shape_reason,
-                                       constant_values, find_layers, overridable_skip, read_constant)
+                                       constant_values, find_layers, following_add, read_constant,
+                                       weight_source)
 
 MIN_OUT_CHANNELS = 16
 
@@ -122,14 +123,12 @@ def _policy_reason(m: ConvMatch, config):
 def _match_node(node, config, graph_outputs, overridable):
     if len(node.inputs) < 2 or not node.outputs:
         return Skip(node, "malformed node (fewer than 2 inputs)")
-    x, wt = node.inputs[0], node.inputs[1]
+    x = node.inputs[0]
     group = int(node.attrs.get("group", 1))
-    r = _resolve_constant(wt)
-    if isinstance(r, str):
-        return Skip(node, "weight is not constant", r)
+    r = weight_source(node, node.inputs[1], overridable)
+    if isinstance(r, Skip):
+        return r
     source, source_name, chain, transposes = r
-    if id(source) in overridable:
-        return overridable_skip(node, source_name)
     shape = tuple(source.shape)
     if transposes or len(shape) != 4:
         return Skip(node, "not a 2-D convolution with a [OC, IC, kh, kw] weight", f"weight shape {list(shape)}")
@@ -163,15 +162,12 @@ def _match_node(node, config, graph_outputs, overridable):
             return Skip(node, "Conv bias is not a constant of OC values", r if isinstance(r, str) else "")
         bias = bias + np.asarray(read_constant(r[0], base_dir), np.float64).reshape(oc)
         has_bias = True
-    out = node.outputs[0]
-    consumers = list(out.outputs)
-    if len(consumers) == 1 and consumers[0].op == "Add" and id(out) not in graph_outputs:
-        add = consumers[0]
-        other = [t for t in add.inputs if t is not out]
-        if len(add.inputs) == 2 and len(other) == 1:
-            extra = _channel_bias(other[0], oc, base_dir)
-            if not isinstance(extra, str):
-                bias, has_bias = bias + extra, True
-                m.add_node, m.output, m.pattern = add, add.outputs[0], "Conv+Add"
+    found = following_add(node, graph_outputs)
+    if found is not None:
+        add, other = found
+        extra = _channel_bias(other, oc, base_dir)
+        if not isinstance(extra, str):
+            bias, has_bias = bias + extra, True
+            m.add_node, m.output, m.pattern = add, add.outputs[0], "Conv+Add"
     m.bias = bias if has_bias else None
     return m

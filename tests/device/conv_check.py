@@ -32,21 +32,11 @@ from graph_passes.registry.epilogues import EPILOGUES
 from trt_woq import kernels as K
 from trt_woq.bench_conv import conv_geometry
 
+from kernels_check import Tally  # noqa: E402 - beside this file (tests/device is the script's folder)
+
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CLIP = {"clip_min": -0.5, "clip_max": 0.75}
-
-
-class Tally:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, ok: bool, label: str, detail: str = "") -> None:
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print(f"FAIL {label} {detail}", flush=True)
 
 
 def quantized(k, n, bits, group, act, rng):
