@@ -111,3 +111,15 @@ def test_fused_inside_if_branches(rng):
         y_twin = models.ort_run(plugin_to_qdq(out), feeds)[0]
         y_orig = models.ort_run(model, feeds)[0]
         assert _cosine(y_twin, y_orig) > 0.999
+
+
+def test_cli_option_turns_fusion_off(rng, tmp_path):
+    from graph_passes.__main__ import main
+
+    src = tmp_path / "m.onnx"
+    onnx.save(models.linear_act(rng, "silu"), src)
+    for extra, activation in (([], EPILOGUES.get("silu").c_enum), (["--no-fuse-activations"], 0)):
+        out = tmp_path / f"q{len(extra)}.onnx"
+        assert main(["quantize", str(src), "-o", str(out), "-q", "--bits", "8", "--group-size", "-1", *extra]) == 0
+        (node,) = _woq(onnx.load(out))
+        assert _attrs(node)["activation"] == activation
