@@ -24,7 +24,11 @@ import sys
 import time
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError:  # covered_combinations() is read on machines without torch
+    torch = None
 
 from graph_passes.layouts import interleaved_v1
 from graph_passes.quantize import quantize_rtn
@@ -32,10 +36,9 @@ from graph_passes.registry.epilogues import EPILOGUES
 from trt_woq import kernels as K
 from trt_woq.bench_conv import conv_geometry
 
-from kernels_check import Tally  # noqa: E402 - beside this file (tests/device is the script's folder)
-
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {}  # "fp16" / "bf16" -> torch dtype, filled by main()
+FORMATS = {8: "int8", 4: "int4"}
 CLIP = {"clip_min": -0.5, "clip_max": 0.75}
 
 
@@ -100,6 +103,14 @@ def test_epilogues(lib, tally, rng):
                         tally.check(ok, label, detail)
 
 
+def covered_combinations() -> set[tuple[str, str, str, str]]:
+    """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that this check runs (read by
+    tests/plugins/kernels/test_registry_walk.py without a GPU): every epilogue on the linear candidates, and on
+    conv2d (the conv cases give every epilogue to both formats)."""
+    return {(fmt, "weight_only", op, ep.name) for fmt in FORMATS.values() for op in ("linear", "conv2d")
+            for ep in EPILOGUES}
+
+
 CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, right), dilation)
     (3, 64, 36, 1, (7, 5), 1, (0, 0, 0, 0), 1),
     (2, 64, 20, 3, (9, 11), 1, (1, 1, 1, 1), 1),
@@ -122,10 +133,10 @@ def test_convs(lib, tally, rng):
     for batch, ic, oc, ks, (h, w), stride, pads, dil in CONVS:
         k = ic * ks * ks
         for act in ("fp16", "bf16"):
+            ep = eps[i % len(eps)]  # both formats get it: 20 (shape, type) pairs cycle through every epilogue
+            i += 1
             for bits in (8, 4):
                 group = -1 if bits == 8 else (128 if k % 128 == 0 else 64)
-                ep = eps[i % len(eps)]
-                i += 1
                 params_kw = CLIP if ep.params else {}
                 packed, scales, w_ref = quantized(k, oc, bits, group, act, rng)
                 g = conv_geometry(batch, ic, h, w, ks, ks, (stride, stride), pads, (dil, dil))
@@ -163,6 +174,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--convs-only", action="store_true", help="skip the epilogue sweep (e.g. under compute-sanitizer)")
     args = p.parse_args(argv)
+    from kernels_check import Tally  # beside this file (tests/device is the script's folder)
+
+    DTYPES.update(fp16=torch.float16, bf16=torch.bfloat16)
     seed = args.seed if args.seed is not None else int(time.time()) % 100000
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
