@@ -101,7 +101,8 @@ def cmd_build(args) -> int:
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
                        method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
-                       min_elements=args.min_elements, progress=progress)
+                       min_elements=args.min_elements, fuse_activations=not args.no_fuse_activations,
+                       progress=progress)
 
 
 def _parse_shapes(items):
@@ -179,6 +180,8 @@ def _add_quant_options(p) -> None:
     p.add_argument("--include", action="append", metavar="REGEX",
                    help="quantize only nodes whose name matches (repeatable)")
     p.add_argument("--exclude", action="append", metavar="REGEX", help="skip nodes whose name matches (repeatable)")
+    p.add_argument("--no-fuse-activations", action="store_true",
+                   help="keep the Relu / Clip / SiLU / GELU after a quantized node as ONNX ops (plugin format)")
     p.add_argument("--min-elements", type=int, default=0, metavar="N",
                    help="skip weights with fewer than N elements (default 0)")
     p.add_argument("--report", metavar="FILE.json", type=_file_name, help="also write the summary as JSON")

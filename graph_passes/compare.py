@@ -17,8 +17,8 @@ A plugin-format model (``trt_woq::WeightOnlyLinear`` nodes) cannot run in ONNX R
 twin**, built here by unpacking every WeightOnlyLinear node's packed weight (subgraphs included) into
 ``DequantizeLinear`` (opset 21, ``block_size`` for groups) + ``MatMul`` (+ ``Add`` for the bias): the same integer
 values, scales and zero points that the plugin reads, so the comparison measures what the file holds. FP6, which
-ONNX has no type for, becomes its dequantized weight as a float constant + ``MatMul``. :func:`write_twin` (the CLI's
-``twin``) saves that model for other harnesses.
+ONNX has no type for, becomes its dequantized weight as a float constant. :func:`write_twin` (the CLI's ``twin``)
+saves that model for other harnesses.
 
 ONNX Runtime runs with graph optimizations at the BASIC level: at its default level it fuses DequantizeLinear +
 MatMul into MatMulNBits, which quantizes the activations to int8 (accuracy level 4) and adds about 1% error that the
@@ -37,10 +37,13 @@ from pathlib import Path
 import numpy as np
 
 from graph_passes.errors import UserError
+from graph_passes.layouts import get_layout
 from graph_passes.passes.checks import by_bits
 from graph_passes.passes.scopes import all_graphs
 
 OP_TYPE = "WeightOnlyLinear"
+CONV_OP_TYPE = "WeightOnlyConv"
+OP_TYPES = (OP_TYPE, CONV_OP_TYPE)
 DOMAIN = "trt_woq"
 DEFAULT_BATCH = 2        # a dynamic first dimension
 DEFAULT_DYNAMIC_DIM = 32  # any other dynamic dimension (sequence length, ...)
@@ -201,104 +204,138 @@ def _attrs(node) -> dict:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+def _int_tensor(name: str, values: np.ndarray, bits: int):
+    """A UINT8 or UINT4 initializer from uint8 values, as raw data (UINT4: two per byte, low nibble first)."""
+    from onnx import TensorProto, helper
+
+    flat = np.ascontiguousarray(values, np.uint8).reshape(-1)
+    if bits == 4:
+        if flat.size % 2:
+            flat = np.append(flat, np.uint8(0))
+        flat = flat[0::2] | (flat[1::2] << 4)
+    return helper.make_tensor(name, TensorProto.UINT4 if bits == 4 else TensorProto.UINT8, list(values.shape),
+                              flat.tobytes(), raw=True)
+
+
 def _is_plugin(node) -> bool:
-    return node.op_type == OP_TYPE and node.domain == DOMAIN
+    return node.op_type in OP_TYPES and node.domain == DOMAIN
 
 
 def has_plugin_nodes(model) -> bool:
     return any(_is_plugin(n) for g in all_graphs(model.graph) for n in g.node)
 
 
-def _weight_nodes(fmt, name: str, packed, scales, zeros, k: int, n: int, group: int, compute_dtype):
-    """The twin's weight for one node: (tensor name, nodes, initializers) computing ``W[K, N]`` in compute_dtype.
+def _node_attributes(node, name):
+    from graph_passes.errors import QuantizationError
+    from graph_passes.op import WoqAttributes
+    from graph_passes.op_conv import ConvAttributes
 
-    Integer formats: DequantizeLinear of the unpacked codes (opset 21, ``block_size`` for groups). Formats with no
-    ONNX type (FP6): the float64 reference ``fmt.dequantize`` rounded once to the activation dtype (the op's
-    semantics: exact product, one rounding), stored as a constant.
-    """
+    where = f"{node.op_type} node {name}"
+    try:
+        attrs = (ConvAttributes if node.op_type == CONV_OP_TYPE else WoqAttributes).from_dict(_attrs(node))
+    except QuantizationError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    try:
+        return attrs.validate(where)
+    except QuantizationError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _dequantize_node(fmt, u, scales, zeros, group: int, compute_dtype, conv: bool, p: str, new_inits: list):
+    """DequantizeLinear of integer codes ``u`` [K, N] (opset 21, ``block_size`` for groups) into ``{p}.weight``."""
     from onnx import helper, numpy_helper
 
-    groups = 1 if group == -1 else k // group
-    p = f"{name}.qdq"
-    if fmt.qdq is None:
-        w = fmt.dequantize(packed, np.asarray(scales, np.float64).reshape(groups, n), None, k, n, group)
-        w = w.astype(scales.dtype).astype(compute_dtype)  # one rounding to the activation dtype
-        return f"{p}.weight", [], [numpy_helper.from_array(w, f"{p}.weight")]
-    u = fmt.unpack(packed, k, n).astype(np.int64)  # codes [K, N]
-    z = (np.full((groups, n), 1 << (fmt.bits - 1)) if zeros is None
-         else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.int64))
-    s = scales.reshape(groups, n).astype(compute_dtype)
-    if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
-        s, z, dq_attrs = s.reshape(n), z.reshape(n), {"axis": 1}
-    else:
-        dq_attrs = {"axis": 0, "block_size": group}
+    groups, n = scales.shape
+    scales = scales.astype(compute_dtype)
+    z = (np.full((groups, n), 1 << (fmt.bits - 1), np.uint8) if zeros is None
+         else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
+    # The conv weight is dequantized as W^T [N, K] and reshaped to ONNX's [N, C, kh, kw] (op_conv's K order).
+    k_axis, n_axis = (1, 0) if conv else (0, 1)
+    if conv:
+        u, scales, z = u.T, scales.T, z.T
     u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
-    inits = [fmt.qdq_tensor(u_name, u, signed=False), numpy_helper.from_array(s, s_name),
-             fmt.qdq_tensor(z_name, z, signed=False)]
-    node = helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"], name=f"{p}.dequantize",
+    if group == -1:  # per output channel: per-axis DequantizeLinear on the N axis
+        scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": n_axis}
+    else:
+        dq_attrs = {"axis": k_axis, "block_size": group}
+    new_inits += [_int_tensor(u_name, u, fmt.bits), numpy_helper.from_array(scales, s_name),
+                  _int_tensor(z_name, z, fmt.bits)]
+    return helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"], name=f"{p}.dequantize",
                             **dq_attrs)
-    return f"{p}.weight", [node], inits
 
 
 def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
-    """The weight (DequantizeLinear, or FP6's float constant) + MatMul (+ Add, + Casts) nodes standing for one
-    WeightOnlyLinear node."""
+    """The nodes standing for one plugin node: DequantizeLinear + MatMul (+ Add) for WeightOnlyLinear,
+    DequantizeLinear + Reshape + Conv for WeightOnlyConv, then the epilogue as standard ops (+ Casts for bf16)."""
     from onnx import TensorProto, helper, numpy_helper
 
+    from graph_passes.passes.epilogue import twin_nodes
     from graph_passes.registry.formats import format_by_bits
 
     name = node.name or node.output[0]
-    a = _attrs(node)
-    try:
-        bits, group, k, n = int(a["bits"]), int(a["group_size"]), int(a["in_features"]), int(a["out_features"])
-        has_zeros, has_bias, layout = int(a.get("has_zeros", 0)), int(a.get("has_bias", 0)), int(a["layout"])
-    except KeyError as exc:
-        raise UserError(f"{OP_TYPE} node {name}: missing attribute {exc}") from None
-    fmt = format_by_bits(bits, f"{OP_TYPE} node {name}")
-    if layout != fmt.layout.VERSION:
-        raise UserError(f"{OP_TYPE} node {name}: {fmt.label} is packed in layout {fmt.layout.VERSION}, the node says "
-                        f"layout {layout}")
-    expected = 3 + has_zeros + has_bias
+    a = _node_attributes(node, name)
+    bits, group, k, n = a.bits, a.group_size, a.in_features, a.out_features
+    conv = node.op_type == CONV_OP_TYPE
+    expected = 3 + a.has_zeros + a.has_bias
     if len(node.input) != expected:
-        raise UserError(f"{OP_TYPE} node {name}: {len(node.input)} inputs, expected {expected} for "
-                        f"has_zeros={has_zeros}, has_bias={has_bias}")
+        raise UserError(f"{node.op_type} node {name}: {len(node.input)} inputs, expected {expected} for "
+                        f"has_zeros={a.has_zeros}, has_bias={a.has_bias}")
     consts = []
     for i in node.input[1:]:
         if i not in inits:
-            raise UserError(f"{OP_TYPE} node {name}: input {i} is not an initializer; only constant weights "
+            raise UserError(f"{node.op_type} node {name}: input {i} is not an initializer; only constant weights "
                             f"can be turned into a Q/DQ twin")
         consts.append(numpy_helper.to_array(inits[i], base_dir=""))
     packed, scales = consts[0], consts[1]
-    zeros = consts[2] if has_zeros else None
-    bias = consts[-1] if has_bias else None
-    if group != -1 and (group < 1 or k % group):
-        raise UserError(f"{OP_TYPE} node {name}: group_size {group} does not divide in_features {k}")
-    groups = 1 if group == -1 else k // group
+    zeros = consts[2] if a.has_zeros else None
+    bias = consts[-1] if a.has_bias else None
+    groups = a.num_groups
     for what, arr in (("scales", scales), ("zero points", zeros)):
         if arr is not None and arr.size != groups * n:
-            raise UserError(f"{OP_TYPE} node {name}: {arr.size} {what}, expected {groups} x {n} for in_features {k}, "
-                            f"out_features {n}, group_size {group}")
+            raise UserError(f"{node.op_type} node {name}: {arr.size} {what}, expected {groups} x {n} for "
+                            f"in_features {k}, out_features {n}, group_size {group}")
+    scales = scales.reshape(groups, n)
     act_dtype = scales.dtype
     # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
     compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" else act_dtype
-    w_name, nodes, w_inits = _weight_nodes(fmt, name, packed, scales, zeros, k, n, group, compute_dtype)
-    new_inits += w_inits
     p = f"{name}.qdq"
+    nodes = []
     x = node.input[0]
     if compute_dtype != act_dtype:
-        nodes.insert(0, helper.make_node("Cast", [x], [f"{p}.x_f32"], name=f"{p}.cast_x", to=TensorProto.FLOAT))
+        nodes.append(helper.make_node("Cast", [x], [f"{p}.x_f32"], name=f"{p}.cast_x", to=TensorProto.FLOAT))
         x = f"{p}.x_f32"
-    out = node.output[0]
-    mm_out = out if (bias is None and compute_dtype == act_dtype) else f"{p}.matmul_out"
-    nodes.append(helper.make_node("MatMul", [x, w_name], [mm_out], name=f"{p}.matmul"))
+    fmt = format_by_bits(bits, f"{node.op_type} node {name}")
+    if fmt.qdq is None:
+        # ONNX has no type for these codes (FP6): the float64 reference rounded once to the activation dtype (the
+        # op's exact product, one rounding), as a constant; conv: W^T [N, K] as below.
+        w = fmt.dequantize(packed, scales.astype(np.float64), None, k, n, group).astype(act_dtype)
+        new_inits.append(numpy_helper.from_array((w.T if conv else w).astype(compute_dtype), f"{p}.weight"))
+    else:
+        nodes.append(_dequantize_node(fmt, get_layout(a.layout).unpack(packed, k, n, bits), scales, zeros, group,
+                                      compute_dtype, conv, p, new_inits))
+    b_name = f"{p}.bias"
     if bias is not None:
-        b_name = f"{p}.bias"
         new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
-        add_out = out if compute_dtype == act_dtype else f"{p}.add_out"
-        nodes.append(helper.make_node("Add", [mm_out, b_name], [add_out], name=f"{p}.add_bias"))
-        mm_out = add_out
+    if conv:
+        shape_name = f"{p}.weight_shape"
+        new_inits.append(numpy_helper.from_array(np.array([n, a.in_channels, *a.kernel_shape], np.int64), shape_name))
+        nodes.append(helper.make_node("Reshape", [f"{p}.weight", shape_name], [f"{p}.weight4"], name=f"{p}.reshape"))
+        nodes.append(helper.make_node("Conv", [x, f"{p}.weight4"] + ([b_name] if bias is not None else []),
+                                      [f"{p}.conv_out"], name=f"{p}.conv", kernel_shape=list(a.kernel_shape),
+                                      strides=list(a.strides), pads=list(a.pads), dilations=list(a.dilations)))
+    else:
+        nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [f"{p}.matmul_out"], name=f"{p}.matmul"))
+        if bias is not None:
+            nodes.append(helper.make_node("Add", [f"{p}.matmul_out", b_name], [f"{p}.add_out"], name=f"{p}.add_bias"))
+    if a.epilogue.name != "none":
+        act_nodes, act_inits = twin_nodes(a.epilogue, a.epilogue_params(), nodes[-1].output[0],
+                                          f"{p}.activation_out", p, compute_dtype)
+        nodes += act_nodes
+        new_inits += act_inits
     if compute_dtype != act_dtype:
-        nodes.append(helper.make_node("Cast", [mm_out], [out], name=f"{p}.cast_y", to=TensorProto.BFLOAT16))
+        nodes.append(helper.make_node("Cast", [nodes[-1].output[0]], [f"{p}.y"], name=f"{p}.cast_y",
+                                      to=TensorProto.BFLOAT16))
+    nodes[-1].output[0] = node.output[0]
     return nodes
 
 
@@ -318,7 +355,8 @@ def _graph_to_qdq(graph, outer: dict) -> None:
 
 def plugin_to_qdq(model):
     """A copy of ``model`` where every WeightOnlyLinear node (subgraphs included) is DequantizeLinear + MatMul
-    (+ Add bias).
+    (+ Add bias) and every WeightOnlyConv node DequantizeLinear + Reshape + Conv, each followed by its epilogue as
+    standard ops.
 
     The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
     values the plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
@@ -350,7 +388,7 @@ def plugin_to_qdq(model):
 
 def write_twin(quantized_path: str, output_path: str, *, force: bool = False) -> int:
     """Write the ONNX-Runtime-runnable twin of the plugin-format model ``quantized_path`` (:func:`plugin_to_qdq`) to
-    ``output_path`` (nothing is written on an error); returns the number of WeightOnlyLinear nodes replaced."""
+    ``output_path`` (nothing is written on an error); returns the number of plugin nodes replaced."""
     from graph_passes.pipeline import (EXTERNAL_DATA_THRESHOLD, _initializer_bytes, _outputs, load_model,
                                        save_model)
 
@@ -563,8 +601,8 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
                 onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
                 del twin
-                report.via = ("onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul; "
-                              "FP6: dequantized float weights + MatMul)")
+                report.via = ("onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul / "
+                              "Conv; FP6: dequantized float weights)")
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:

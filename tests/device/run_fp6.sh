@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # FP6 E3M2 on a GPU in one device call: build the kernels (and their test library) for sm_90a, run
 # tests/device/fp6_check.py (converters on every code in every position, the GEMV through the C ABI, refusals),
-# kernels_check.py --quick (the INT8 / INT4 GEMV that shares the FP6 kernel template), the FP6 GPU pytest file, a
+# kernels_check.py --quick (the INT8 / INT4 GEMV that shares the FP6 kernel template), conv_check.py's epilogue sweep
+# (every fused activation on every linear candidate, FP6 included), the FP6 GPU pytest file, a
 # short benchmark of FP6 per channel against INT8 per channel, INT4 g128 and cuBLAS FP16 at M = 1, 16, 64, and FP6
 # on every candidate that serves it at M = 1 .. 16.
-#   bash tests/device/run_fp6.sh          logs and bench_fp6.json go to $OUT (or ./fp6-out)
+#   bash tests/device/run_fp6.sh [--no-bench]     logs and bench_fp6*.json go to $OUT (or ./fp6-out)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -21,7 +22,8 @@ t0=$SECONDS
 echo "build: $((SECONDS - t0)) s"
 export TRT_WOQ_KERNELS_PATH=$bdir/plugins/kernels/libtrt_woq_kernels.so
 export TRT_WOQ_KERNELS_TESTING_PATH=$bdir/plugins/kernels/libtrt_woq_kernels_testing.so
-for check in "tests/device/fp6_check.py" "tests/device/kernels_check.py --quick"; do
+for check in "tests/device/fp6_check.py" "tests/device/kernels_check.py --quick" \
+             "tests/device/conv_check.py --epilogues-only"; do
   t0=$SECONDS
   timeout 200 python3 $check > "$OUT/$(basename ${check%% *} .py).log" 2>&1
   r=$?
@@ -34,6 +36,7 @@ timeout 120 python3 -m pytest -q tests/plugins/kernels/test_fp6_gpu.py > "$OUT/p
 r=$?
 echo "pytest tests/plugins/kernels/test_fp6_gpu.py: $(tail -1 "$OUT/pytest_fp6.log") (exit $r, $((SECONDS - t0)) s)"
 [[ $r -ne 0 ]] && rc=1
+[[ ${1:-} == --no-bench ]] && exit $rc
 t0=$SECONDS
 timeout 150 python3 -m trt_woq.bench --shapes 14336x4096,4096x28672,8192x57344 --m 1,16,64 \
   --methods cublas_fp16,int8_pc,int4_g128,fp6_pc --json "$OUT/bench_fp6.json" > "$OUT/bench.log" 2>&1 \

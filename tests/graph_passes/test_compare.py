@@ -252,8 +252,8 @@ def test_user_errors(tmp_path):
         compare(o_path, p_path, min_cosine=2.0)
 
 
-@pytest.mark.parametrize("tamper,match", [("group_size=0", "group_size 0 does not divide"),
-                                          ("group_size=96", "group_size 96 does not divide"),
+@pytest.mark.parametrize("tamper,match", [("group_size=0", "node proj: group_size 0 is not one of"),
+                                          ("group_size=96", "node proj: group_size 96 is not one of"),
                                           ("scales[:3]", "3 scales, expected 2 x 64")])
 def test_inconsistent_plugin_node_is_refused(tmp_path, tamper, match):
     """A tampered WeightOnlyLinear node (attributes or scales that disagree with the rest): one line, no traceback."""

@@ -354,7 +354,8 @@ trt_woq_status launch_reduce(const trt_woq_linear_params& p, int split, cudaStre
     const int blocks = static_cast<int>(std::min<int64_t>((pairs + threads - 1) / threads, 65535));
     gemm_splitk_reduce<T><<<blocks, threads, 0, stream>>>(static_cast<const float*>(p.workspace),
                                                           static_cast<const T*>(p.bias), static_cast<T*>(p.output),
-                                                          static_cast<int>(p.m), static_cast<int>(p.n), split);
+                                                          static_cast<int>(p.m), static_cast<int>(p.n), split,
+                                                          epilogue_of(p));
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? TRT_WOQ_OK : cuda_fail(e);
 }
@@ -447,6 +448,7 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
         for (args.group_shift = 0; (1 << args.group_shift) < p->group_size; ++args.group_shift) {
         }
     args.k_tiles_per_split = plan.k_tiles_per_split;
+    args.ep = epilogue_of(*p);
 
     trt_woq_status r;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;

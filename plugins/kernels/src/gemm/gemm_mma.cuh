@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "../converters.cuh"
+#include "../epilogue.cuh"
 
 namespace trt_woq {
 namespace gemm {
@@ -39,6 +40,7 @@ struct GemmArgs {
     int group;            // group size along K; K for per-channel
     int group_shift;      // log2(group); 31 for per-channel (every k in group 0)
     int k_tiles_per_split;
+    Epilogue ep;          // fused activation (epilogue.cuh), applied where Y is written
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -491,8 +493,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
                 const float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
                 if (args.partials == nullptr) {
                     T2 out;
-                    out.x = T(v0);
-                    out.y = T(v1);
+                    out.x = T(apply_epilogue(v0, args.ep));
+                    out.y = T(apply_epilogue(v1, args.ep));
                     *reinterpret_cast<T2*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = out;
                 } else {
                     float* p = args.partials + ((size_t)blockIdx.z * args.m + m) * args.n + n;
@@ -506,7 +508,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
 // Sums the split partials in split order (deterministic), adds the bias, converts. One thread per output pair.
 template <typename T>
 __global__ void gemm_splitk_reduce(const float* __restrict__ partials, const T* __restrict__ bias, T* __restrict__ c,
-                                   int m, int n, int split) {
+                                   int m, int n, int split, Epilogue ep) {
     using T2 = typename Ops<T>::T2;
     const size_t pairs = (size_t)m * n / 2;
     const size_t plane = (size_t)m * n;
@@ -523,8 +525,8 @@ __global__ void gemm_splitk_reduce(const float* __restrict__ partials, const T* 
             sum.y += float(bias[col + 1]);
         }
         T2 out;
-        out.x = T(sum.x);
-        out.y = T(sum.y);
+        out.x = T(apply_epilogue(sum.x, ep));
+        out.y = T(apply_epilogue(sum.y, ep));
         reinterpret_cast<T2*>(c)[p] = out;
     }
 }

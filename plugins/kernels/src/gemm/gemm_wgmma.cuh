@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
                 if (m >= args.m) continue;
                 const float v = acc[4 * j + 2 * h + e] + bv;
                 if (args.partials == nullptr)
-                    static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(v);
+                    static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(apply_epilogue(v, args.ep));
                 else
                     args.partials[((size_t)blockIdx.z * args.m + m) * args.n + n] = v;
             }

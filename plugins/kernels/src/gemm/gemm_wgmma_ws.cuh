@@ -238,6 +238,8 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
             x[4 * q + 2] = f.z + bias[4 * q + 2];
             x[4 * q + 3] = f.w + bias[4 * q + 3];
         }
+#pragma unroll
+        for (int v = 0; v < V; ++v) x[v] = apply_epilogue(x[v], args.ep);
         OutT* dst = out + (size_t)(m0 + r) * args.n + n;
         using T2 = typename Ops<OutT>::T2;
         uint32_t words[V / 2];

@@ -45,6 +45,7 @@
 #include "candidates.h"
 #include "converters.cuh"
 #include "converters_fp6.cuh"
+#include "epilogue.cuh"
 #include "gemv/gemv.h"
 
 namespace trt_woq {
@@ -64,6 +65,7 @@ struct Args {
     int group_shift;         // log2(group size); unused for per-channel
     int chunks_per_split;
     int k_parts;             // contiguous parts of the CTA's K range walked at once (divides the warps)
+    Epilogue ep;             // fused activation (epilogue.cuh)
 };
 
 /* How scales apply (a template parameter: no per-element branches in the loop). */
@@ -623,7 +625,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         float sum = fin[o];
         if (!GROUPED) sum *= chan_scale[8 * j + col];
         if (a.bias != nullptr) sum += chan_bias[8 * j + col];
-        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(sum);
+        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(apply_epilogue(sum, a.ep));
     }
 }
 
@@ -641,6 +643,7 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
     a.m = static_cast<int>(p->m);
     a.n = static_cast<int>(p->n);
     a.k = static_cast<int>(p->k);
+    a.ep = epilogue_of(*p);
     a.group_shift = 0;
     while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
     auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES>;
