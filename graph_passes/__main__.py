@@ -11,6 +11,7 @@ import sys
 
 from graph_passes.config import FORMATS, QuantConfig
 from graph_passes.errors import UserError
+from graph_passes.registry.act_modes import ACT_MODES
 from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_sizes
 from graph_passes.registry.methods import METHODS
 
@@ -114,7 +115,8 @@ def cmd_build(args) -> int:
 # -------------------------------------------------------------------------------------------------------- parsing
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
-                       method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
+                       method=args.method, act_dtype=args.act_dtype, act_mode=args.act_mode,
+                       act_asymmetric=args.act_asymmetric, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
                        min_elements=args.min_elements, progress=progress)
 
 
@@ -190,6 +192,10 @@ def _add_quant_options(p) -> None:
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="fp16",
                    help="compute dtype of the op in an FP32 graph (Casts around it); FP16/BF16 graphs keep "
                         "theirs (default fp16)")
+    p.add_argument("--act-mode", choices=ACT_MODES.names(), default="weight_only",
+                   help="; ".join(f"{m.name} = {m.summary}" for m in ACT_MODES) + " (default weight_only)")
+    p.add_argument("--act-asymmetric", action="store_true",
+                   help="w8a8: quantize activations with an offset per row block (default symmetric)")
     p.add_argument("--include", action="append", metavar="REGEX",
                    help="quantize only nodes whose name matches (repeatable)")
     p.add_argument("--exclude", action="append", metavar="REGEX", help="skip nodes whose name matches (repeatable)")

@@ -12,7 +12,9 @@ import onnx_graphsurgeon as gs
 from graph_passes import op as woq_op
 from graph_passes.passes._common import ONNX_FLOAT, PassRun, bias_storage, op_act_dtype
 from graph_passes.passes.match import constant_nbytes
+from graph_passes.op import weight_sums_of
 from graph_passes.quantize import act_numpy_dtype, to_act_storage
+from graph_passes.registry.act_modes import ACT_MODES
 from graph_passes.report import QuantReport
 
 
@@ -32,22 +34,25 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
             scales = gs.Constant(names(f"{base}_woq{qw.bits}_scales"), to_act_storage(qw.scales, act))
             zeros = (None if qw.zeros is None else
                      gs.Constant(names(f"{base}_woq{qw.bits}_zeros"), to_act_storage(qw.zeros, act)))
-            after = sum(int(c.values.nbytes) for c in (packed, scales, zeros) if c is not None)
+            sums = (gs.Constant(names(f"{base}_woq{qw.bits}_weight_sums"),
+                                weight_sums_of(qw.u, qw.bits, config.group_size)) if config.act_asymmetric else None)
+            after = sum(int(c.values.nbytes) for c in (packed, scales, zeros, sums) if c is not None)
             report.weight_bytes_before += constant_nbytes(m.source)
             report.weight_bytes_after += after
-            return packed, scales, zeros
+            return packed, scales, zeros, sums
 
         got = run.quantize(m, act, build)
         if got is None:
             continue
-        (packed, scales, zeros), shared = got
+        (packed, scales, zeros, sums), shared = got
         name = names(m.node.name or "WeightOnlyLinear")
         bias = None
         if m.bias is not None:
             bias = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, storage))
         attrs = woq_op.WoqAttributes(bits=fmt.bits, group_size=config.group_size, in_features=m.k,
                                      out_features=m.n, layout=config.layout, has_zeros=int(zeros is not None),
-                                     has_bias=int(bias is not None))
+                                     has_bias=int(bias is not None), act_mode=ACT_MODES.get(config.act_mode).c_enum,
+                                     act_asymmetric=int(config.act_asymmetric))
         # Disconnect the old node(s) first: their output tensor gets the new producer.
         out = m.output
         m.node.outputs.clear()
@@ -64,7 +69,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
             y = gs.Variable(names(f"{name}_y_{act}"), dtype=storage)
         else:
             y = out
-        woq_op.make_gs_node(graph, x, packed, scales, zeros, bias, y, attrs, name)
+        woq_op.make_gs_node(graph, x, packed, scales, zeros, bias, y, attrs, name, weight_sums=sums)
         if casts:
             graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
                         attrs={"to": ONNX_FLOAT[m.graph_act]})
