@@ -196,14 +196,15 @@ def w8a8_evaluate(x, packed, scales, weight_sums, attrs: WoqAttributes) -> np.nd
     weights): ``C_g`` the exact integer product of the activation and weight codes of K group ``g``."""
     k, n = attrs.in_features, attrs.out_features
     qa = quantize_activations(x, attrs.group_size, bool(attrs.act_asymmetric))
-    wq = attrs.weight_format.unpack(np.asarray(packed), k, n).astype(np.int64) - (1 << (attrs.bits - 1))
+    # integer codes held in float64: every product and partial sum is an integer below 2^53, so BLAS is exact
+    wq = attrs.weight_format.unpack(np.asarray(packed), k, n).astype(np.float64) - (1 << (attrs.bits - 1))
     groups, b = attrs.num_groups, qa.block
     s_w = np.asarray(scales).astype(np.float64).reshape(groups, n)
-    a = qa.codes.reshape(-1, groups, b).astype(np.int64)
+    a = qa.codes.reshape(-1, groups, b).astype(np.float64)
     s_a = qa.scales.reshape(-1, groups).astype(np.float64)
     y = np.zeros((a.shape[0], n))
     for g in range(groups):
-        c = (a[:, g] @ wq[g * b:(g + 1) * b]).astype(np.float64)  # exact: |C| < 2^53
+        c = a[:, g] @ wq[g * b:(g + 1) * b]  # C_g, exact
         y += s_a[:, g:g + 1] * (c * s_w[g])
     if attrs.act_asymmetric:
         ws = np.asarray(weight_sums)

@@ -25,6 +25,7 @@ struct Family {
 const Family kFamilies[] = {
     {kGemvCandidates, &kGemvCandidateCount},
     {kGemmCandidates, &kGemmCandidateCount},
+    {kW8A8Candidates, &kW8A8CandidateCount},
 };
 
 thread_local char g_last_cuda_error[96] = "";
