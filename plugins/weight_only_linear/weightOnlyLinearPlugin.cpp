@@ -22,21 +22,24 @@ namespace
 constexpr int32_t kSTATUS_SUCCESS = 0;
 constexpr int32_t kSTATUS_FAILURE = -1;
 
-// The seven integer fields, in the order of docs/op.md. plugin_version and plugin_namespace are read by the ONNX
+// The integer fields, in the order of docs/op.md. plugin_version and plugin_namespace are read by the ONNX
 // parser to find the creator; the creator accepts them and checks that they name this plugin.
 struct IntField
 {
     char const* name;
     int32_t WeightOnlyLinearParams::*member;
+    bool optional; // a node may omit it (the default of WeightOnlyLinearParams applies)
 };
 constexpr IntField kINT_FIELDS[] = {
-    {"bits", &WeightOnlyLinearParams::bits},
-    {"group_size", &WeightOnlyLinearParams::groupSize},
-    {"in_features", &WeightOnlyLinearParams::inFeatures},
-    {"out_features", &WeightOnlyLinearParams::outFeatures},
-    {"layout", &WeightOnlyLinearParams::layout},
-    {"has_zeros", &WeightOnlyLinearParams::hasZeros},
-    {"has_bias", &WeightOnlyLinearParams::hasBias},
+    {"bits", &WeightOnlyLinearParams::bits, false},
+    {"group_size", &WeightOnlyLinearParams::groupSize, false},
+    {"in_features", &WeightOnlyLinearParams::inFeatures, false},
+    {"out_features", &WeightOnlyLinearParams::outFeatures, false},
+    {"layout", &WeightOnlyLinearParams::layout, false},
+    {"has_zeros", &WeightOnlyLinearParams::hasZeros, false},
+    {"has_bias", &WeightOnlyLinearParams::hasBias, false},
+    {"act_mode", &WeightOnlyLinearParams::actMode, true},
+    {"act_asymmetric", &WeightOnlyLinearParams::actAsymmetric, true},
 };
 
 char const* dataTypeName(DataType t)
@@ -151,6 +154,19 @@ std::string validate(WeightOnlyLinearParams const& p)
     else if (p.hasBias != 0 && p.hasBias != 1)
     {
         e << "has_bias " << p.hasBias << " is not 0 or 1";
+    }
+    else if (p.actMode != TRT_WOQ_ACT_MODE_WEIGHT_ONLY && p.actMode != TRT_WOQ_ACT_MODE_W8A8_DYNAMIC)
+    {
+        e << "act_mode " << p.actMode << " is not 0 (weight-only) or 1 (W8A8)";
+    }
+    else if (p.actMode == TRT_WOQ_ACT_MODE_W8A8_DYNAMIC && (p.bits != 8 || p.hasZeros != 0))
+    {
+        e << "act_mode 1 (W8A8) takes symmetric INT8 weights, got bits " << p.bits << ", has_zeros " << p.hasZeros;
+    }
+    else if ((p.actAsymmetric != 0 && p.actAsymmetric != 1)
+        || (p.actAsymmetric && p.actMode == TRT_WOQ_ACT_MODE_WEIGHT_ONLY))
+    {
+        e << "act_asymmetric " << p.actAsymmetric << " must be 0, or 1 with act_mode 1";
     }
     return e.str();
 }
@@ -340,6 +356,10 @@ bool WeightOnlyLinearPlugin::supportsFormatCombination(
         {
             return d.type == DataType::kHALF || d.type == DataType::kBF16;
         }
+        if (pos == mParams.weightSumsIndex())
+        {
+            return d.type == DataType::kFLOAT;
+        }
         // scales, zeros, bias and the output: the activation's type (position 0 is decided before them).
         return d.type == inOut[kACTIVATION_IDX].desc.type;
     }
@@ -361,10 +381,13 @@ void WeightOnlyLinearPlugin::fillSizes(void* paramsOut, int64_t m) const
     p.group_size = mParams.groupSize;
     p.layout_version = mParams.layout;
     p.act_type = static_cast<trt_woq_act_type>(mActType);
+    p.act_mode = static_cast<trt_woq_act_mode>(mParams.actMode);
+    p.act_asymmetric = mParams.actAsymmetric;
     // Only sizes and options are read by the queries, but say which optional operands exist.
     static char const kPresent = 0;
     p.zeros = mParams.hasZeros ? &kPresent : nullptr;
     p.bias = mParams.hasBias ? &kPresent : nullptr;
+    p.weight_sums = mParams.actAsymmetric ? &kPresent : nullptr;
 }
 
 std::vector<int32_t> WeightOnlyLinearPlugin::validCandidates() const
@@ -421,6 +444,10 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
         {
             perGroup.push_back(mParams.zerosIndex());
         }
+        if (mParams.actAsymmetric)
+        {
+            perGroup.push_back(mParams.weightSumsIndex());
+        }
         for (int32_t idx : perGroup)
         {
             Dims const& s = in[idx].desc.dims;
@@ -429,7 +456,8 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
             if (!unknown && count != mParams.scaleRows() * mParams.outFeatures)
             {
                 return fail(mName, "configurePlugin",
-                    std::string(idx == kSCALES_IDX ? "scales" : "zeros") + " is " + dimsString(s) + ", expected ["
+                    std::string(idx == kSCALES_IDX ? "scales" : idx == mParams.zerosIndex() ? "zeros" : "weight_sums")
+                        + " is " + dimsString(s) + ", expected ["
                         + std::to_string(mParams.scaleRows()) + ", " + std::to_string(mParams.outFeatures) + "]");
             }
         }
@@ -450,7 +478,8 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
         mTimingCacheId = std::to_string(mParams.bits) + "_" + std::to_string(mParams.groupSize) + "_"
             + std::to_string(mParams.inFeatures) + "_" + std::to_string(mParams.outFeatures) + "_"
             + std::to_string(mParams.layout) + "_" + std::to_string(mParams.hasZeros) + std::to_string(mParams.hasBias)
-            + "_" + std::to_string(mActType) + "_sm" + std::to_string(mSm);
+            + "_" + std::to_string(mActType) + "_a" + std::to_string(mParams.actMode)
+            + std::to_string(mParams.actAsymmetric) + "_sm" + std::to_string(mSm);
         if (validCandidates().empty() && trt_woq_linear_candidate_count() > 0)
         {
             logWarning(std::string(kPLUGIN_NAME) + "[" + mName + "]: no kernel candidate supports M in ["
@@ -661,6 +690,7 @@ int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, Plugi
         p.scales = inputs[kSCALES_IDX];
         p.zeros = mParams.hasZeros ? inputs[mParams.zerosIndex()] : nullptr;
         p.bias = mParams.hasBias ? inputs[mParams.biasIndex()] : nullptr;
+        p.weight_sums = mParams.actAsymmetric ? inputs[mParams.weightSumsIndex()] : nullptr;
         p.output = outputs[0];
         p.workspace = workspace;
         trt_woq_linear_params sizesOnly = p;
@@ -833,7 +863,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
         }
         for (size_t j = 0; j < sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0]); ++j)
         {
-            if (!seen[j])
+            if (!seen[j] && !kINT_FIELDS[j].optional)
             {
                 fail(layer, "createPlugin", std::string("required field ") + kINT_FIELDS[j].name + " is missing");
                 return nullptr;
