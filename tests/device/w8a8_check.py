@@ -56,13 +56,24 @@ def _act_numpy(x: torch.Tensor) -> np.ndarray:
     return x.float().cpu().numpy()
 
 
+_WEIGHTS: dict = {}
+
+
+def quantized_weight(k, n, group, act, rng):
+    """A fresh random weight quantized by graph_passes, one per (K, N, group, act) of the run."""
+    key = (k, n, group, act)
+    if key not in _WEIGHTS:
+        w = rng.standard_normal((k, n)) * 0.05
+        w[rng.integers(0, k, 3)] *= 4.0
+        _WEIGHTS[key] = quantize_rtn(w.astype(np.float32), 8, group, False, act)
+    return _WEIGHTS[key]
+
+
 class Problem:
     def __init__(self, m, k, n, group, act, asym, bias, rng):
         self.m, self.k, self.n, self.group, self.act, self.asym = m, k, n, group, act, asym
         dtype = DTYPES[act]
-        w = rng.standard_normal((k, n)) * 0.05
-        w[rng.integers(0, k, 3)] *= 4.0
-        qw = quantize_rtn(w.astype(np.float32), 8, group, False, "fp16" if act == "fp16" else "bf16")
+        qw = quantized_weight(k, n, group, act, rng)
         self.attrs = op.WoqAttributes(bits=8, group_size=group, in_features=k, out_features=n, has_bias=int(bias),
                                       act_mode=1, act_asymmetric=int(asym))
         packed = interleaved_v1.pack(qw.u, 8)
