@@ -392,7 +392,9 @@ constexpr Serves kW8A8Linear = {bit(TRT_WOQ_WEIGHT_INT8), bit(TRT_WOQ_ACT_MODE_W
 trt_woq_status gemm_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (p->zeros != nullptr) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || p->k > (1 << 20) || p->n > INT32_MAX / 2) {
+    // INT32 sums of one group: |a * w| <= 128 * 128, so a group may span at most 2^31 / 2^14 = 131072 k.
+    const int64_t group_k = p->group_size == -1 ? p->k : p->group_size;
+    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || group_k > 131072 || p->n > INT32_MAX / 2) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
     return TRT_WOQ_OK;
