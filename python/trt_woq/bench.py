@@ -272,6 +272,9 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "bf16", l2)
             elif name == "w8a8_pc":
                 setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC)
+            elif name == "w8a8_pc_mma":  # the SM80 mma.sync kernel where the dispatch would take wgmma
+                setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC,
+                                          candidate=lib.candidates().index("w8a8_mma_128x128"))
             elif name == "w8a8_g128":
                 setups[name] = setup_ours(lib, k, n, 8, 128, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC)
             elif name == "torch_int_mm":
@@ -380,7 +383,7 @@ def _get(rows, k, n, m, method):
     return None
 
 
-W8A8_METHODS = ("w8a8_pc", "w8a8_g128", "torch_int_mm", "torch_int_mm_quant")
+W8A8_METHODS = ("w8a8_pc", "w8a8_pc_mma", "w8a8_g128", "torch_int_mm", "torch_int_mm_quant")
 
 
 def w8a8_line(rows, k, n, m) -> str:
@@ -396,7 +399,7 @@ def w8a8_line(rows, k, n, m) -> str:
             continue
         x = f" ({base.us / r.us:.2f}x)" if base is not None and base.us else ""
         parts.append(f"{meth} {r.us:.1f}{x}")
-    return f"{'':>13} {'':<4}  W8A8 us (x cuBLAS FP16): " + ", ".join(parts)
+    return f"{k}x{n} m={m} W8A8 us (x cuBLAS FP16): " + ", ".join(parts)
 
 
 def summary_line(rows, k, n, m, copy_gbps, mhz=None) -> str:

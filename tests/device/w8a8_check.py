@@ -3,11 +3,12 @@
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
         python3 tests/device/w8a8_check.py [--seed S]
 
-1. Quantize step, bit for bit: the codes (in layout 1's k order), scales and offsets the kernel leaves in its
+1. Quantize step, bit for bit: the codes (in layout 1's k order), scales, offsets and code sums the kernel leaves in its
    workspace equal graph_passes.quantizers.activations' (float32 steps) for every row.
 2. Output: every W8A8 candidate and the dispatch, M in {1, 5, 16} (the weight-only GEMV path: reference X @ W) and
-   {17, 33, 130, 257} (the INT8 GEMM: reference graph_passes.op.w8a8_evaluate, the exact integer GEMM per group and
-   the offset correction in float64); odd N (70, 258), K not a multiple of the tiles (192, 320, 1088, 4096); group
+   {17, 33, 130, 257} (the INT8 GEMMs: reference graph_passes.op.w8a8_evaluate, the exact integer GEMM per group and
+   the offset correction in float64); N not a multiple of the tiles (70, 130, 258), K of 3 to 64 K tiles (192, 384,
+   1088, 1152, 4096; the wgmma candidate takes K % 128 == 0); group
    sizes -1/32/64/128/256 where they divide K; symmetric and asymmetric activations; bias on/off; FP16 and BF16.
    Fresh random data each run (seed printed): weights quantized and packed by graph_passes, activations with a
    different magnitude per row and a few outlier channels. Outputs poisoned with NaN before each launch. Pass when
@@ -109,7 +110,8 @@ class Problem:
 
 
 def check_workspace(pr: Problem, ws: torch.Tensor, label: str, tally: Tally) -> None:
-    """The quantize kernel's codes / scales / offsets (workspace layout of src/w8a8/w8a8.cu) vs the numpy steps."""
+    """The quantize kernel's codes / scales / offsets / code sums (workspace layout of src/w8a8/w8a8.cu) vs the
+    numpy steps."""
     qa = quantize_activations(pr.xf, pr.group, pr.asym)
     m, k = pr.m, pr.k
     groups = qa.scales.shape[-1]
@@ -119,8 +121,9 @@ def check_workspace(pr: Problem, ws: torch.Tensor, label: str, tally: Tally) -> 
     pbytes = (m * groups * 4 + 255) // 256 * 256
     scales = ws[off:off + m * groups * 4].cpu().numpy().view(np.float32).reshape(m, groups)
     offsets = ws[off + pbytes:off + pbytes + m * groups * 4].cpu().numpy().view(np.float32).reshape(m, groups)
+    sums = ws[off + 2 * pbytes:off + 2 * pbytes + m * groups * 4].cpu().numpy().view(np.int32).reshape(m, groups)
     same = np.array_equal(codes, expect) and np.array_equal(scales, qa.scales) and \
-        (not pr.asym or np.array_equal(offsets, qa.offsets))
+        (not pr.asym or np.array_equal(offsets, qa.offsets)) and np.array_equal(sums, qa.row_sums)
     tally.check(same, f"{label} quantize bit-exact", f"codes differ at {int((codes != expect).sum())} places, "
                 f"scales at {int((scales != qa.scales).sum())}")
 
@@ -169,7 +172,7 @@ def main() -> int:
     candidates = [-1] + w8a8
     print("candidates:", ", ".join(lib.candidate_name(i) for i in w8a8), flush=True)
     tally = Tally()
-    for k, n in ((192, 70), (320, 258), (1088, 130), (4096, 258)):
+    for k, n in ((192, 70), (384, 258), (1088, 130), (1152, 70), (4096, 258)):
         for group in (-1, 32, 64, 128, 256):
             if group != -1 and k % group:
                 continue

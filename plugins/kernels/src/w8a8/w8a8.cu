@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "../candidates.h"
-#include "../gemm/gemm_mma.cuh"  // cp_async16, ldmatrix_x4, the CTA rasterization
+#include "../gemm/gemm_wgmma.cuh"  // cp.async / ldmatrix / wgmma wrappers, descriptors, the CTA rasterization
 
 namespace trt_woq {
 namespace w8a8 {
@@ -82,8 +82,9 @@ struct Range {
     }
 };
 
+// Codes of 16 values in layout order; `sum` gets their sum.
 template <bool ASYM>
-__device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o) {
+__device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o, int& sum) {
     constexpr int kPerm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
     const float div = s == 0.f ? 1.f : s;
     const int qmin = ASYM ? -128 : -127;
@@ -92,6 +93,7 @@ __device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o)
     for (int j = 0; j < 16; ++j) {
         int q = __float2int_rn(__fdiv_rn(__fsub_rn(v[kPerm16[j]], o), div));
         q = min(max(q, qmin), 127);
+        sum += q;
         w[j / 4] |= (uint32_t)(q & 0xff) << (8 * (j % 4));
     }
     return make_uint4(w[0], w[1], w[2], w[3]);
@@ -102,7 +104,7 @@ __device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o)
 template <typename T, bool ASYM>
 __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict__ x, int8_t* __restrict__ q,
                                                              float* __restrict__ scales, float* __restrict__ offsets,
-                                                             int k, int block) {
+                                                             int* __restrict__ sums, int k, int block) {
     const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
     const T* xr = x + (size_t)row * k;
     for (int base = 0; base < chunks; base += kQThreads) {
@@ -117,15 +119,16 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
             for (int j = 0; j < 16; ++j) r.add(v[j]);
         }
         r.shfl_xor(cpb);
-        if (active) {
-            float s, o;
-            r.params(s, o);
-            *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o);
-            if (c % cpb == 0) {
-                const size_t g = (size_t)row * (k / block) + c / cpb;
-                scales[g] = s;
-                offsets[g] = o;
-            }
+        float s, o;
+        r.params(s, o);
+        int sum = 0;
+        if (active) *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
+        for (int d = 1; d < cpb; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        if (active && c % cpb == 0) {
+            const size_t g = (size_t)row * (k / block) + c / cpb;
+            scales[g] = s;
+            offsets[g] = o;
+            sums[g] = sum;
         }
     }
 }
@@ -134,8 +137,9 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
 template <typename T, bool ASYM>
 __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__ x, int8_t* __restrict__ q,
                                                            float* __restrict__ scales, float* __restrict__ offsets,
-                                                           int k) {
+                                                           int* __restrict__ sums, int k) {
     __shared__ float red[2][kQThreads / 32];
+    __shared__ int red_sum[kQThreads / 32];
     const int row = blockIdx.x, chunks = k / 16, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const T* xr = x + (size_t)row * k;
     Range<ASYM> r;
@@ -156,14 +160,20 @@ __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__
     r.shfl_xor(kQThreads / 32);
     float s, o;
     r.params(s, o);
+    int sum = 0;
     for (int c = threadIdx.x; c < chunks; c += kQThreads) {
         float v[16];
         load16(xr + c * 16, v);
-        *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o);
+        *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
     }
+    for (int d = 1; d < 32; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    if (lane == 0) red_sum[warp] = sum;
+    __syncthreads();
     if (threadIdx.x == 0) {
+        for (int w = 1; w < kQThreads / 32; ++w) sum += red_sum[w];
         scales[row] = s;
         offsets[row] = o;
+        sums[row] = sum;
     }
 }
 
@@ -341,7 +351,156 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Workspace: codes [M, K] int8, then scales and offsets [M, groups] fp32, each at a 256-byte boundary.
+// SM90a GEMM (per-channel weights): wgmma m64nBNk32 with both operands in shared memory. A = the activation codes
+// (s8, tokens as wgmma's M, 64 per warpgroup), B = the weight bytes U as stored (u8, channels as N): the product is
+// C' = sum a * U = C + 128 * sum a, so the epilogue subtracts 128 times the row sum the quantize kernel wrote.
+// Both tiles are K-major with 128-byte rows (128 k) and the 128-byte swizzle (chunk c of row r at c ^ r % 8); a
+// weight row is gathered from its channel's two 64-byte halves of packed lines (layout 1 step 4) by the cp.async
+// copies. Pipeline as gemm_wgmma.cuh: STAGES buffers, STAGES - 2 tiles in flight, one wgmma group in flight.
+constexpr int kWgBM = 128, kWgBK = 128, kWgStages = 4;
+
+template <int BN>
+struct WgmmaS8;
+template <>
+struct WgmmaS8<128> {
+    __device__ static void run(int (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+#ifdef TRT_WOQ_WGMMA
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.u8 "
+            "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
+            "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
+            "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+              "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+              "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]),
+              "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]),
+              "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]),
+              "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]),
+              "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]),
+              "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]),
+              "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+            : "l"(da), "l"(db), "r"(accumulate));
+#endif
+    }
+};
+
+struct WgArgs {
+    const int8_t* a;         // [M, K] codes
+    const float* a_scales;   // [M]
+    const float* a_offsets;  // [M]
+    const int* a_sums;       // [M]
+    const int8_t* b;         // packed weights as bytes
+    const void* scales;      // [N] T
+    const float* weight_sums;  // [N] or nullptr
+    const void* bias;        // [N] T or nullptr
+    void* c;                 // [M, N] T
+    int m, n, k;
+};
+
+template <int BN, typename T, bool ASYM>
+__global__ void __launch_bounds__(256) gemm_s8_wgmma(const WgArgs args) {
+#ifdef TRT_WOQ_WGMMA
+    constexpr int kABytes = kWgBM * kWgBK, kBBytes = BN * kWgBK, kStageBytes = kABytes + kBBytes;
+    constexpr int kDist = kWgStages - 2;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + ((1024 - (gemm::smem_addr(smem_raw) & 1023)) & 1023);
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4, wq = warp % 4;
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    const int m0 = m_tile * kWgBM, n0 = n_tile * BN;
+    const int k_tiles = args.k / kWgBK;
+    const size_t line_bytes = (size_t)args.k * 2;
+
+    auto load_tile = [&](int stage, int kt) {
+        unsigned char* sa = smem + stage * kStageBytes;
+        unsigned char* sb = sa + kABytes;
+#pragma unroll
+        for (int it = 0; it < kWgBM * 8 / 256; ++it) {
+            const int i = tid + it * 256, row = i / 8, chunk = i % 8;
+            const bool ok = m0 + row < args.m;
+            const int8_t* src = args.a + (ok ? (size_t)(m0 + row) * args.k + kt * kWgBK + chunk * 16 : 0);
+            cp_async16(sa + row * 128 + (chunk ^ (row & 7)) * 16, src, ok);
+        }
+#pragma unroll
+        for (int it = 0; it < BN * 8 / 256; ++it) {
+            const int i = tid + it * 256, row = i / 8, chunk = i % 8, n = n0 + row;
+            const bool ok = n < args.n;
+            // chunk c of channel n: 64-k segment kt * 2 + c / 4 of line n / 2, half n % 2, 16 bytes c % 4
+            const int8_t* src = args.b + (ok ? (size_t)(n / 2) * line_bytes + (size_t)(kt * 2 + chunk / 4) * 128 +
+                                                   (n % 2) * 64 + (chunk % 4) * 16
+                                             : 0);
+            cp_async16(sb + row * 128 + (chunk ^ (row & 7)) * 16, src, ok);
+        }
+    };
+
+    int acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0;
+#pragma unroll
+    for (int s = 0; s < kDist; ++s) {
+        if (s < k_tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<kDist - 1>();  // tile kt landed
+        gemm::fence_proxy_async();  // cp.async (generic proxy) writes -> wgmma (async proxy) reads
+        __syncthreads();             // for all threads; every warpgroup's wgmma of tile kt - 2 is done
+        if (kt + kDist < k_tiles) load_tile((kt + kDist) % kWgStages, kt + kDist);
+        cp_async_commit();
+        const unsigned char* sa = smem + (kt % kWgStages) * kStageBytes;
+        const uint64_t da = gemm::swizzle128_desc(gemm::smem_addr(sa + wg * 64 * 128));
+        const uint64_t db = gemm::swizzle128_desc(gemm::smem_addr(sa + kABytes));
+        gemm::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kWgBK / 32; ++ks) {
+            WgmmaS8<BN>::run(acc, da + uint64_t(2 * ks), db + uint64_t(2 * ks), kt > 0 || ks > 0);
+        }
+        gemm::wgmma_commit();
+        gemm::wgmma_wait<1>();
+    }
+    gemm::wgmma_wait<0>();
+    cp_async_wait<0>();
+
+    // acc[4j + e]: token row 16 wq + g (+8 for e >= 2) of this warpgroup's 64, channel 8j + 2(t%4) + (e & 1).
+    const T* sw = static_cast<const T*>(args.scales);
+    const T* bias = static_cast<const T*>(args.bias);
+    T* c = static_cast<T*>(args.c);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wg * 64 + wq * 16 + lane / 4 + 8 * h;
+        if (m >= args.m) continue;
+        const float sa = args.a_scales[m], oa = ASYM ? args.a_offsets[m] : 0.f;
+        const int zero_sum = 128 * args.a_sums[m];
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const int n = n0 + 8 * j + 2 * (lane % 4);
+            if (n >= args.n) continue;  // N is even
+            float y[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float s = to_float(sw[n + e]);
+                y[e] = sa * (s * (float)(acc[4 * j + 2 * h + e] - zero_sum));
+                if (ASYM) y[e] += oa * (args.weight_sums[n + e] * s);
+                if (bias) y[e] += to_float(bias[n + e]);
+            }
+            T pair[2];
+            if constexpr (std::is_same<T, half>::value) {
+                *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y[0], y[1]);
+            } else {
+                *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y[0], y[1]);
+            }
+            *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
+        }
+    }
+#else
+    __trap();  // built without sm_90a: wgmma_supports() never selects this kernel on such a device
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Workspace: codes [M, K] int8, then scales and offsets [M, groups] fp32 and code sums [M, groups] int32, each at a
+// 256-byte boundary.
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 int groups_of(const trt_woq_linear_params* p) { return p->group_size == -1 ? 1 : int(p->k / p->group_size); }
 size_t codes_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * p->k); }
@@ -350,8 +509,10 @@ size_t params_bytes(const trt_woq_linear_params* p) { return align256((size_t)p-
 struct Tile {
     const char* name;
     int bm;
+    bool wgmma;  // SM90a, per-channel weights, K % 128 == 0
 };
-constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128}, {"w8a8_mma_64x128", 64}};
+constexpr Tile kTiles[] = {
+    {"w8a8_mma_128x128", 128, false}, {"w8a8_mma_64x128", 64, false}, {"w8a8_wgmma_128x128", 128, true}};
 constexpr int kBN = 128;
 
 template <typename T, bool ASYM>
@@ -361,26 +522,32 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     int8_t* codes = static_cast<int8_t*>(p->workspace);
     float* a_scales = reinterpret_cast<float*>(static_cast<uint8_t*>(p->workspace) + codes_bytes(p));
     float* a_offsets = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a_scales) + params_bytes(p));
+    int* a_sums = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(a_offsets) + params_bytes(p));
     const T* x = static_cast<const T*>(p->activation);
     if (block <= 256 && (block & (block - 1)) == 0) {  // the lanes of a block form an aligned power-of-two group
-        quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, k, block);
+        quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block);
     } else {
-        quantize_rows<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, k);
+        quantize_rows<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k);
     }
     trt_woq_status s = check_launch();
     if (s != TRT_WOQ_OK) return s;
-    const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
-                        static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
     const int bm = kTiles[tile].bm;
     const dim3 grid((m + bm - 1) / bm, (n + kBN - 1) / kBN);
-    auto run = [&](auto kernel, int smem) {
+    auto run = [&](auto kernel, int smem, const auto& args) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return record_cuda_error(err);
         kernel<<<grid, 256, smem, stream>>>(args);
         return check_launch();
     };
-    if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, kStages * (128 * kBK + kBN / 2 * 128));
-    return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, kStages * (64 * kBK + kBN / 2 * 128));
+    if (kTiles[tile].wgmma) {
+        const WgArgs args{codes, a_scales, a_offsets, a_sums, static_cast<const int8_t*>(p->packed_weight), p->scales,
+                          static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k};
+        return run(gemm_s8_wgmma<kBN, T, ASYM>, kWgStages * (kWgBM + kBN) * kWgBK + 1024, args);
+    }
+    const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
+                        static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
+    if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, kStages * (128 * kBK + kBN / 2 * 128), args);
+    return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, kStages * (64 * kBK + kBN / 2 * 128), args);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -389,20 +556,27 @@ constexpr Serves kW8A8Linear = {bit(TRT_WOQ_WEIGHT_INT8), bit(TRT_WOQ_ACT_MODE_W
                                 bit(TRT_WOQ_EPILOGUE_NONE)};
 
 // Symmetric weights only: the epilogue has no o_w term (the op contract refuses zero points with W8A8).
+template <int TILE>
 trt_woq_status gemm_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (p->zeros != nullptr) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    // INT32 sums of one group: |a * w| <= 128 * 128, so a group may span at most 2^31 / 2^14 = 131072 k.
+    // INT32 sums of one group: |a * w| <= 128 * 128 (mma.sync, signed codes) or 128 * 255 (wgmma: unsigned U), so
+    // a group may span at most 131072 or 65536 k.
     const int64_t group_k = p->group_size == -1 ? p->k : p->group_size;
-    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || group_k > 131072 || p->n > INT32_MAX / 2) {
+    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || group_k > (kTiles[TILE].wgmma ? 65536 : 131072) ||
+        p->n > INT32_MAX / 2) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    if (kTiles[TILE].wgmma) {
+        // sm_90a code (the library builds 90a-real; it does not run on later major versions either)
+        if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+        if (p->group_size != -1 || p->k % kWgBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
     return TRT_WOQ_OK;
 }
 
-template <int TILE>
 size_t gemm_workspace(const trt_woq_linear_params* p, int32_t) {
-    return p->m == 0 ? 0 : codes_bytes(p) + 2 * params_bytes(p);
+    return p->m == 0 ? 0 : codes_bytes(p) + 3 * params_bytes(p);
 }
 
 template <int TILE>
@@ -413,9 +587,11 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// 128-row tiles when they fill the GPU's 132 SMs (H100) at least once, 64-row tiles otherwise.
+// wgmma where it runs (SM90, per-channel); else 128-row mma.sync tiles when they fill the GPU's 132 SMs (H100) at
+// least once, 64-row tiles otherwise.
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
+    if (kTiles[TILE].wgmma) return 70;
     const int64_t ctas128 = (p->m + 127) / 128 * ((p->n + kBN - 1) / kBN);
     const int preferred = ctas128 >= 132 ? 0 : 1;
     return TILE == preferred ? 60 : 50;
@@ -453,11 +629,13 @@ int32_t small_score(const trt_woq_linear_params*, int32_t) { return 100; }
 }  // namespace
 }  // namespace w8a8
 
+#define TRT_WOQ_W8A8_GEMM_CANDIDATE(tile)                                                                  \
+    {w8a8::kTiles[tile].name, w8a8::kW8A8Linear, w8a8::gemm_supports<tile>, w8a8::gemm_workspace,            \
+     w8a8::gemm_launch<tile>, w8a8::gemm_score<tile>}
 const Candidate kW8A8Candidates[] = {
-    {w8a8::kTiles[0].name, w8a8::kW8A8Linear, w8a8::gemm_supports, w8a8::gemm_workspace<0>, w8a8::gemm_launch<0>,
-     w8a8::gemm_score<0>},
-    {w8a8::kTiles[1].name, w8a8::kW8A8Linear, w8a8::gemm_supports, w8a8::gemm_workspace<1>, w8a8::gemm_launch<1>,
-     w8a8::gemm_score<1>},
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(0),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(1),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(2),
     {"w8a8_small_m_weight_only", w8a8::kW8A8Linear, w8a8::small_supports, w8a8::small_workspace, w8a8::small_launch,
      w8a8::small_score},
 };
