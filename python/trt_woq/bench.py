@@ -272,9 +272,9 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "bf16", l2)
             elif name == "w8a8_pc":
                 setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC)
-            elif name == "w8a8_pc_mma":  # the SM80 mma.sync kernel where the dispatch would take wgmma
+            elif name.startswith("w8a8_pc@"):  # one W8A8 candidate by name instead of the dispatch's choice
                 setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC,
-                                          candidate=lib.candidates().index("w8a8_mma_128x128"))
+                                          candidate=lib.candidates().index(name.split("@")[1]))
             elif name == "w8a8_g128":
                 setups[name] = setup_ours(lib, k, n, 8, 128, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC)
             elif name == "torch_int_mm":
@@ -333,8 +333,9 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                 if "@" in name:
                     cname = name.split("@")[1]
                     bits, group = (4, 128) if name.startswith("int4") else (8, -1)
+                    mode = K.ActMode.W8A8_DYNAMIC if name.startswith("w8a8") else K.ActMode.WEIGHT_ONLY
                     cid = lib.candidates().index(cname)
-                    probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group)
+                    probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act_mode=mode)
                     if lib.supports(cid, probe, props.major * 10 + props.minor) != K.Status.OK:
                         continue
                 try:
@@ -351,7 +352,7 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
             mhz = sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
             after_compute_bound = m >= 256
             log(summary_line(rows, k, n, m, copy_gbps, mhz))
-            if any(name in setups for name in W8A8_METHODS):
+            if any(name.startswith(("w8a8", "torch_int_mm")) for name in setups):
                 log(w8a8_line(rows, k, n, m))
         del setups
         torch.cuda.empty_cache()
@@ -383,14 +384,15 @@ def _get(rows, k, n, m, method):
     return None
 
 
-W8A8_METHODS = ("w8a8_pc", "w8a8_pc_mma", "w8a8_g128", "torch_int_mm", "torch_int_mm_quant")
+W8A8_METHODS = ("w8a8_pc", "w8a8_g128", "torch_int_mm", "torch_int_mm_quant")  # and w8a8_pc@CANDIDATE
 
 
 def w8a8_line(rows, k, n, m) -> str:
     """The W8A8 comparison of one (K, N, M): us and speedup over cuBLAS FP16 of each W8A8-related method."""
     base = _get(rows, k, n, m, "cublas_fp16")
     parts = []
-    for meth in ("int8_pc",) + W8A8_METHODS:
+    by_candidate = sorted({r.method for r in rows if r.method.startswith("w8a8_pc@")})
+    for meth in ("int8_pc",) + W8A8_METHODS + tuple(by_candidate):
         r = _get(rows, k, n, m, meth)
         if r is None:
             continue
@@ -511,7 +513,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: the issue's eight)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values (default 1,4,16)")
     ap.add_argument("--methods", default=",".join(BASELINES + OURS),
-                    help="comma-separated; also int4_g128_bf16, " + ", ".join(W8A8_METHODS))
+                    help="comma-separated; also int4_g128_bf16, " + ", ".join(W8A8_METHODS)
+                    + ", w8a8_pc@CANDIDATE_NAME")
     ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")

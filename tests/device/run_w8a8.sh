@@ -24,7 +24,7 @@ for step in $STEPS; do
       grep "^FAIL" "$OUT/check.log" | head -30 ;;
     bench)
       python3 -m trt_woq.bench ${W8A8_BENCH_ARGS:---m 1,16,128,256,512,1024,4096 --shapes 4096x4096,14336x4096,4096x28672 \
-        --methods cublas_fp16,int8_pc,w8a8_pc,w8a8_pc_mma,w8a8_g128,torch_int_mm,torch_int_mm_quant} --json "$OUT/bench.json" 2>&1 |
+        --methods cublas_fp16,int8_pc,w8a8_pc,w8a8_g128,torch_int_mm,torch_int_mm_quant,w8a8_pc@w8a8_mma_128x128,w8a8_pc@w8a8_wgmma_128x128,w8a8_pc@w8a8_wgmma_64x128,w8a8_pc@w8a8_wgmma_128x256} --json "$OUT/bench.json" 2>&1 |
         tee "$OUT/bench.log" | grep -E "W8A8|device|Error" || status=1 ;;
     *) echo "unknown step $step"; status=1 ;;
   esac

@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
 // Both tiles are K-major with 128-byte rows (128 k) and the 128-byte swizzle (chunk c of row r at c ^ r % 8); a
 // weight row is gathered from its channel's two 64-byte halves of packed lines (layout 1 step 4) by the cp.async
 // copies. Pipeline as gemm_wgmma.cuh: STAGES buffers, STAGES - 2 tiles in flight, one wgmma group in flight.
-constexpr int kWgBM = 128, kWgBK = 128, kWgStages = 4;
+constexpr int kWgBK = 128, kWgStages = 4;
 
 template <int BN>
 struct WgmmaS8;
@@ -385,6 +385,44 @@ struct WgmmaS8<128> {
     }
 };
 
+template <>
+struct WgmmaS8<256> {
+    __device__ static void run(int (&d)[128], uint64_t da, uint64_t db, int accumulate) {
+#ifdef TRT_WOQ_WGMMA
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.u8 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%2"
+            "7,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%5"
+            "2,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%7"
+            "7,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,"
+            "%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,"
+            "%122,%123,%124,%125,%126,%127"
+            "}, %128, %129, p;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+              "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
+              "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]),
+              "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]),
+              "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]),
+              "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]),
+              "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]),
+              "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]),
+              "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
+              "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]),
+              "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]),
+              "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]),
+              "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]),
+              "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]), "+r"(d[97]), "+r"(d[98]),
+              "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]), "+r"(d[105]),
+              "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
+              "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]),
+              "+r"(d[118]), "+r"(d[119]), "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]),
+              "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+            : "l"(da), "l"(db), "r"(accumulate));
+#endif
+    }
+};
+
 struct WgArgs {
     const int8_t* a;         // [M, K] codes
     const float* a_scales;   // [M]
@@ -398,17 +436,18 @@ struct WgArgs {
     int m, n, k;
 };
 
-template <int BN, typename T, bool ASYM>
-__global__ void __launch_bounds__(256) gemm_s8_wgmma(const WgArgs args) {
+// CTA: BM / 64 warpgroups (BM tokens) x BN channels.
+template <int BM, int BN, typename T, bool ASYM>
+__global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 #ifdef TRT_WOQ_WGMMA
-    constexpr int kABytes = kWgBM * kWgBK, kBBytes = BN * kWgBK, kStageBytes = kABytes + kBBytes;
+    constexpr int kThreads = BM * 2, kABytes = BM * kWgBK, kBBytes = BN * kWgBK, kStageBytes = kABytes + kBBytes;
     constexpr int kDist = kWgStages - 2;
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (gemm::smem_addr(smem_raw) & 1023)) & 1023);
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4, wq = warp % 4;
     int m_tile, n_tile;
     tile_coords(m_tile, n_tile);
-    const int m0 = m_tile * kWgBM, n0 = n_tile * BN;
+    const int m0 = m_tile * BM, n0 = n_tile * BN;
     const int k_tiles = args.k / kWgBK;
     const size_t line_bytes = (size_t)args.k * 2;
 
@@ -416,15 +455,15 @@ __global__ void __launch_bounds__(256) gemm_s8_wgmma(const WgArgs args) {
         unsigned char* sa = smem + stage * kStageBytes;
         unsigned char* sb = sa + kABytes;
 #pragma unroll
-        for (int it = 0; it < kWgBM * 8 / 256; ++it) {
-            const int i = tid + it * 256, row = i / 8, chunk = i % 8;
+        for (int it = 0; it < BM * 8 / kThreads; ++it) {
+            const int i = tid + it * kThreads, row = i / 8, chunk = i % 8;
             const bool ok = m0 + row < args.m;
             const int8_t* src = args.a + (ok ? (size_t)(m0 + row) * args.k + kt * kWgBK + chunk * 16 : 0);
             cp_async16(sa + row * 128 + (chunk ^ (row & 7)) * 16, src, ok);
         }
 #pragma unroll
-        for (int it = 0; it < BN * 8 / 256; ++it) {
-            const int i = tid + it * 256, row = i / 8, chunk = i % 8, n = n0 + row;
+        for (int it = 0; it < BN * 8 / kThreads; ++it) {
+            const int i = tid + it * kThreads, row = i / 8, chunk = i % 8, n = n0 + row;
             const bool ok = n < args.n;
             // chunk c of channel n: 64-k segment kt * 2 + c / 4 of line n / 2, half n % 2, 16 bytes c % 4
             const int8_t* src = args.b + (ok ? (size_t)(n / 2) * line_bytes + (size_t)(kt * 2 + chunk / 4) * 128 +
@@ -508,12 +547,13 @@ size_t params_bytes(const trt_woq_linear_params* p) { return align256((size_t)p-
 
 struct Tile {
     const char* name;
-    int bm;
+    int bm, bn;
     bool wgmma;  // SM90a, per-channel weights, K % 128 == 0
 };
-constexpr Tile kTiles[] = {
-    {"w8a8_mma_128x128", 128, false}, {"w8a8_mma_64x128", 64, false}, {"w8a8_wgmma_128x128", 128, true}};
-constexpr int kBN = 128;
+constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, false}, {"w8a8_mma_64x128", 64, 128, false},
+                           {"w8a8_wgmma_128x128", 128, 128, true}, {"w8a8_wgmma_64x128", 64, 128, true},
+                           {"w8a8_wgmma_128x256", 128, 256, true}};
+constexpr int kBN = 128;  // mma.sync tiles
 
 template <typename T, bool ASYM>
 trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream_t stream) {
@@ -531,23 +571,26 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     }
     trt_woq_status s = check_launch();
     if (s != TRT_WOQ_OK) return s;
-    const int bm = kTiles[tile].bm;
-    const dim3 grid((m + bm - 1) / bm, (n + kBN - 1) / kBN);
-    auto run = [&](auto kernel, int smem, const auto& args) {
+    const int bm = kTiles[tile].bm, bn = kTiles[tile].bn;
+    const dim3 grid((m + bm - 1) / bm, (n + bn - 1) / bn);
+    auto run = [&](auto kernel, int threads, int smem, const auto& args) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return record_cuda_error(err);
-        kernel<<<grid, 256, smem, stream>>>(args);
+        kernel<<<grid, threads, smem, stream>>>(args);
         return check_launch();
     };
     if (kTiles[tile].wgmma) {
         const WgArgs args{codes, a_scales, a_offsets, a_sums, static_cast<const int8_t*>(p->packed_weight), p->scales,
                           static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k};
-        return run(gemm_s8_wgmma<kBN, T, ASYM>, kWgStages * (kWgBM + kBN) * kWgBK + 1024, args);
+        const int smem = kWgStages * (bm + bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
+        if (bn == 256) return run(gemm_s8_wgmma<128, 256, T, ASYM>, 256, smem, args);
+        if (bm == 64) return run(gemm_s8_wgmma<64, 128, T, ASYM>, 128, smem, args);
+        return run(gemm_s8_wgmma<128, 128, T, ASYM>, 256, smem, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
                         static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
-    if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, kStages * (128 * kBK + kBN / 2 * 128), args);
-    return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, kStages * (64 * kBK + kBN / 2 * 128), args);
+    if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, 256, kStages * (128 * kBK + kBN / 2 * 128), args);
+    return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, 256, kStages * (64 * kBK + kBN / 2 * 128), args);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -587,14 +630,18 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// wgmma where it runs (SM90, per-channel); else 128-row mma.sync tiles when they fill the GPU's 132 SMs (H100) at
-// least once, 64-row tiles otherwise.
+// wgmma where it runs (SM90, per-channel), else mma.sync; within each kind the largest tile whose grid fills the
+// GPU's 132 SMs (H100) at least once, the smallest otherwise.
+int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
+    return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
+}
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
-    if (kTiles[TILE].wgmma) return 70;
-    const int64_t ctas128 = (p->m + 127) / 128 * ((p->n + kBN - 1) / kBN);
-    const int preferred = ctas128 >= 132 ? 0 : 1;
-    return TILE == preferred ? 60 : 50;
+    const Tile& t = kTiles[TILE];
+    const int base = t.wgmma ? 70 : 50;
+    if (t.bm == 64) return base + 1;                     // the fallback of its kind
+    if (ctas(p, t) < 132) return base;                   // leaves SMs idle
+    return base + (t.bn == 256 ? 3 : 2);                 // the largest filling tile wins
 }
 
 // M <= 16: the INT8 weight-only kernels on the same packed weights and scales. At these sizes the GEMV streams the
@@ -636,6 +683,8 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(0),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(1),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(2),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(3),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(4),
     {"w8a8_small_m_weight_only", w8a8::kW8A8Linear, w8a8::small_supports, w8a8::small_workspace, w8a8::small_launch,
      w8a8::small_score},
 };
