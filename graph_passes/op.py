@@ -4,7 +4,7 @@ Node: op_type ``WeightOnlyLinear``, domain ``trt_woq`` (model opset_import ``trt
 Inputs, in order; optional ones are present only when their flag says so (never as empty names):
   0 ``X`` [..., K] fp16 / bf16, 1 ``packed_weight`` int32 (layout ``layout``), 2 ``scales`` [K/G, N] (act dtype),
   then ``zeros`` [K/G, N] (act dtype, integer values) if ``has_zeros``, then ``bias`` [N] (act dtype) if ``has_bias``,
-  then ``weight_sums`` [K/G, N] float32 (sums of the signed weight codes per group) if ``act_asymmetric``.
+  then ``weight_sums`` [K/G, N] int32 (sums of the signed weight codes per group) if ``act_asymmetric``.
 Output 0: ``Y`` [..., N] in the activation dtype; ``Y = X @ ((U - Z) * S) + bias`` with FP32 accumulation.
 Attribute ``act_mode`` (default 0, weight-only) = 1 quantizes X per token to INT8 first (W8A8, docs/op.md).
 
@@ -208,8 +208,8 @@ def w8a8_evaluate(x, packed, scales, weight_sums, attrs: WoqAttributes) -> np.nd
         y += s_a[:, g:g + 1] * (c * s_w[g])
     if attrs.act_asymmetric:
         ws = np.asarray(weight_sums)
-        if ws.dtype != np.float32 or ws.shape != (groups, n):
-            raise QuantizationError(f"{OP_TYPE}: weight_sums must be float32 {(groups, n)}, got {ws.dtype} "
+        if ws.dtype != np.int32 or ws.shape != (groups, n):
+            raise QuantizationError(f"{OP_TYPE}: weight_sums must be int32 {(groups, n)}, got {ws.dtype} "
                                     f"{ws.shape}")
         o_a = qa.offsets.reshape(-1, groups).astype(np.float64)
         y += o_a @ (ws.astype(np.float64) * s_w)
@@ -217,11 +217,11 @@ def w8a8_evaluate(x, packed, scales, weight_sums, attrs: WoqAttributes) -> np.nd
 
 
 def weight_sums_of(u: np.ndarray, bits: int, group_size: int) -> np.ndarray:
-    """float32 ``[K/G, N]``: per group, the sum of the signed weight codes ``U - 2^(bits-1)`` (exact integers)."""
+    """int32 ``[K/G, N]``: per group, the sum of the signed weight codes ``U - 2^(bits-1)``."""
     k, n = u.shape
     g = k if group_size == -1 else group_size
     q = u.astype(np.int64) - (1 << (bits - 1))
-    return q.reshape(k // g, g, n).sum(axis=1).astype(np.float32)
+    return q.reshape(k // g, g, n).sum(axis=1).astype(np.int32)
 
 
 def _make_op_run():

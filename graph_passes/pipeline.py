@@ -141,11 +141,15 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes import get_pass
+    from graph_passes.passes.checks import keep_overridable_inputs
+    from graph_passes.passes.scopes import hoist_shared_initializers
 
     model = _prepare_opset(model, config, report)
     graph = gs.import_onnx(model)
+    keep_overridable_inputs(model, graph)
     get_pass(config.format)(graph, config, report)
     out = gs.export_onnx(graph, do_type_check=False)
+    hoist_shared_initializers(out)
     opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
     out.ir_version = max(model.ir_version, 10 if opset >= 21 else model.ir_version)
     for prop in model.metadata_props:
@@ -198,6 +202,7 @@ def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | No
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes._common import op_act_dtype
+    from graph_passes.passes.checks import keep_overridable_inputs
     from graph_passes.passes.match import find_linear_layers
     from graph_passes.report import Rewritten
 
@@ -209,16 +214,17 @@ def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | No
     report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
     graph = gs.import_onnx(model)
+    keep_overridable_inputs(model, graph)
     matches, skips = find_linear_layers(graph, config)
     seen = set()
     for m in matches:
         act, casts = op_act_dtype(m, config)
         key = m.key(act)
-        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+        report.rewritten.append(Rewritten(node=m.ref.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
                                           act_dtype=act, casts=casts, shared=key in seen))
         seen.add(key)
     for s in skips:
-        report.skip(s.node, s.reason, s.detail)
+        report.skip(s.ref, s.reason, s.detail)
     if report_path:
         with outputs:
             outputs.write_text(report_path, report.to_json() + "\n")

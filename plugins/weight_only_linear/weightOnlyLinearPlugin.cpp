@@ -358,7 +358,7 @@ bool WeightOnlyLinearPlugin::supportsFormatCombination(
         }
         if (pos == mParams.weightSumsIndex())
         {
-            return d.type == DataType::kFLOAT;
+            return d.type == DataType::kINT32;
         }
         // scales, zeros, bias and the output: the activation's type (position 0 is decided before them).
         return d.type == inOut[kACTIVATION_IDX].desc.type;

@@ -40,7 +40,7 @@ struct WeightOnlyLinearParams
     int32_t hasZeros{0};
     int32_t hasBias{0};
     int32_t actMode{0};       // trt_woq_act_mode; optional attribute (absent = weight-only)
-    int32_t actAsymmetric{0}; // W8A8: activation offsets; the float32 weight_sums input is present
+    int32_t actAsymmetric{0}; // W8A8: activation offsets; the int32 weight_sums input is present
 
     int32_t zerosIndex() const noexcept { return hasZeros ? 3 : -1; }
     int32_t biasIndex() const noexcept { return hasBias ? 3 + hasZeros : -1; }

@@ -34,7 +34,8 @@ if str(_ROOT / "python") not in sys.path:
 from trt_woq.kernels import LinearParams as Params  # noqa: E402
 from trt_woq.kernels import Status, weight_format_from_bits  # noqa: E402
 
-OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = (int(s) for s in Status)
+OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = (
+    int(Status[name]) for name in ("OK", "INVALID_ARGUMENT", "UNSUPPORTED_SHAPE", "UNSUPPORTED_ARCH", "WORKSPACE", "CUDA"))
 ACT = {torch.float16: 0, torch.bfloat16: 1}
 
 

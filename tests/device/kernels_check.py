@@ -5,6 +5,9 @@ Run on a GPU machine from the repository root (tests/device/run_kernels.sh does 
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
         python3 tests/device/kernels_check.py [--quick] [--seed S]
 
+The converters run through the test library (target trt_woq_kernels_testing) beside the kernels library, or
+$TRT_WOQ_KERNELS_TESTING_PATH.
+
 1. Converters: every INT8 value in every byte of a word and every INT4 value in every nibble, FP16 and BF16, must equal
    the table q = U - 2^(bits-1) built here in numpy from the layout's element order (bit-exact), plus 1M random words.
 2. GEMV, every candidate and the dispatch: M in {1, 2, 3, 7, 8, 15, 16}; LLM shapes and odd ones (K = 4160 leaves a

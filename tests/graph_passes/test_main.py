@@ -185,9 +185,8 @@ def test_compare_wired(capsys, monkeypatch, mlp_path, tmp_path):
         def format(self):
             return "stand-in report"
 
-    def compare(original, quantized, *, input_shapes=None, seed=0, min_cosine=None, use_trt=False):
-        calls.update(original=original, quantized=quantized, input_shapes=input_shapes, seed=seed,
-                     min_cosine=min_cosine, use_trt=use_trt)
+    def compare(original, quantized, **kwargs):
+        calls.update(original=original, quantized=quantized, **kwargs)
         return Report()
 
     monkeypatch.setitem(sys.modules, "graph_passes.compare", types.SimpleNamespace(compare=compare))
@@ -195,32 +194,13 @@ def test_compare_wired(capsys, monkeypatch, mlp_path, tmp_path):
                "--seed", "3"])
     assert rc == 1 and "stand-in report" in capsys.readouterr().out
     assert calls == dict(original=str(mlp_path), quantized="q.onnx", input_shapes={"x": (1, 4, 256)}, seed=3,
-                         min_cosine=0.99, use_trt=False)
+                         min_cosine=0.99, data=None, data_script=None, samples=None)
 
 
-def test_build_wired(capsys, monkeypatch, mlp_path, tmp_path):
-    # trt_woq.engine needs TensorRT and a GPU; check the wiring with a stand-in of its documented API.
-    import types
-
-    calls = {}
-
-    def build_engine(onnx_path, engine_path=None, **kwargs):
-        calls.update(onnx_path=onnx_path, engine_path=engine_path, **kwargs)
-        open(engine_path, "wb").write(b"engine")
-        return b"engine"
-
-    monkeypatch.setitem(sys.modules, "trt_woq.engine", types.SimpleNamespace(build_engine=build_engine))
-    engine = tmp_path / "m.engine"
-    before = _sha(mlp_path)
-    assert main(["build", str(mlp_path), "-o", str(engine), "--profile", "x:1,1,256/2,8,256/4,64,256"]) == 0
-    assert calls["profiles"] == [{"x": ((1, 1, 256), (2, 8, 256), (4, 64, 256))}] and calls["precision"] == "auto"
-    _fails(capsys, ["build", str(mlp_path), "-o", str(engine)], "already exists")
-    _fails(capsys, ["build", str(mlp_path), "-o", str(engine), "--force", "--profile", "x:1,a"], "--profile")
-    for out, expect in ((mlp_path, "is the input model"), (tmp_path, "is a folder")):
-        _fails(capsys, ["build", str(mlp_path), "-o", str(out), "--force"], expect)
-    _fails(capsys, ["build", str(mlp_path), "-o", str(engine), "--force", "--timing-cache", str(mlp_path)],
-           "is the input model")
-    assert _files(tmp_path) == ["m.engine", "mlp.onnx"] and _sha(mlp_path) == before
+def test_tensorrt_commands_point_to_trt_woq(capsys, mlp_path):
+    # graph_passes never imports trt_woq (tests/test_import_direction.py): its TensorRT commands live there.
+    _fails(capsys, ["build", str(mlp_path), "-o", "m.engine"], "python -m trt_woq build")
+    _fails(capsys, ["compare", str(mlp_path), str(mlp_path), "--trt"], "python -m trt_woq compare")
 
 
 # ------------------------------------------------------------------------------ the user's files are never lost

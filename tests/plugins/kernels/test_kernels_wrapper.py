@@ -40,6 +40,23 @@ def test_unloadable_file_is_a_library_error(tmp_path):
         K.Kernels(bad)
 
 
+@pytest.mark.parametrize("source, version", [
+    ("int trt_woq_abi_version(void) { return 1; }", 1),
+    ("int trt_woq_other(void) { return 0; }", 1),  # built before trt_woq_abi_version existed
+    ("int trt_woq_abi_version(void) { return 3; }", 3),
+])
+def test_library_of_another_abi_is_refused(tmp_path, source, version):
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build a stand-in library")
+    (tmp_path / "stub.c").write_text(source + "\n")
+    lib = tmp_path / K.LIBRARY_NAME
+    subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "stub.c"), "-o", str(lib)], check=True)
+    with pytest.raises(K.KernelLibraryError, match=f"C ABI version {version}; this package needs version "
+                                                   f"{K.ABI_VERSION}"):
+        K.Kernels(lib)
+
+
 def test_missing_cuda_python_is_explained(monkeypatch):
     for mod in ("cuda", "cuda.bindings", "cuda.bindings.runtime"):
         monkeypatch.setitem(sys.modules, mod, None)  # makes the import fail

@@ -92,8 +92,8 @@ typedef struct trt_woq_linear_params {
     const void* scales;        /* [K / group, N] row-major; [1, N] when group_size == -1 */
     const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type; NULL = symmetric */
     const void* bias;          /* [N] or NULL */
-    const void* weight_sums;   /* W8A8 with act_asymmetric: per-group sums of the quantized weights, float [K / group,
-                                  N] ([1, N] when group_size == -1); NULL otherwise */
+    const void* weight_sums;   /* W8A8 with act_asymmetric: per-group sums of the quantized weights, int32
+                                  [K / group, N] ([1, N] when group_size == -1), exact; NULL otherwise */
     void* output;              /* [M, N] row-major (linear); [batch, N, out_h, out_w] (conv2d) */
     int64_t m;
     int64_t n;

@@ -188,7 +188,7 @@ struct GemmArgs {
     const float* a_offsets;  // [M, groups]
     const int8_t* b;         // packed weights, as bytes: line n / 2, 2K bytes per line
     const void* scales;      // [groups, N] T
-    const float* weight_sums;  // [groups, N] or nullptr (symmetric activations)
+    const int* weight_sums;  // [groups, N] or nullptr (symmetric activations)
     const void* bias;        // [N] T or nullptr
     void* c;                 // [M, N] T
     int m, n, k, groups, ksteps_per_group;  // ksteps of 32 k
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
             for (int e = 0; e < 2; ++e) {
                 const int n = min(n0 + wn * kWN + j * 8 + (lane % 4) * 2 + e, args.n - 1);
                 const float sw = to_float(sw_row[n]);
-                const float corr = ASYM ? __ldg(args.weight_sums + (size_t)g * args.n + n) * sw : 0.f;
+                const float corr = ASYM ? (float)__ldg(args.weight_sums + (size_t)g * args.n + n) * sw : 0.f;
 #pragma unroll
                 for (int i = 0; i < kMI; ++i)
 #pragma unroll
@@ -430,7 +430,7 @@ struct WgArgs {
     const int* a_sums;       // [M]
     const int8_t* b;         // packed weights as bytes
     const void* scales;      // [N] T
-    const float* weight_sums;  // [N] or nullptr
+    const int* weight_sums;  // [N] or nullptr
     const void* bias;        // [N] T or nullptr
     void* c;                 // [M, N] T
     int m, n, k;
@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
             for (int e = 0; e < 2; ++e) {
                 const float s = to_float(sw[n + e]);
                 y[e] = sa * (s * (float)(acc[4 * j + 2 * h + e] - zero_sum));
-                if (ASYM) y[e] += oa * (args.weight_sums[n + e] * s);
+                if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
                 if (bias) y[e] += to_float(bias[n + e]);
             }
             T pair[2];
@@ -581,14 +581,14 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     };
     if (kTiles[tile].wgmma) {
         const WgArgs args{codes, a_scales, a_offsets, a_sums, static_cast<const int8_t*>(p->packed_weight), p->scales,
-                          static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k};
+                          static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k};
         const int smem = kWgStages * (bm + bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
         if (bn == 256) return run(gemm_s8_wgmma<128, 256, T, ASYM>, 256, smem, args);
         if (bm == 64) return run(gemm_s8_wgmma<64, 128, T, ASYM>, 128, smem, args);
         return run(gemm_s8_wgmma<128, 128, T, ASYM>, 256, smem, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
-                        static_cast<const float*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
+                        static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
     if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, 256, kStages * (128 * kBK + kBN / 2 * 128), args);
     return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, 256, kStages * (64 * kBK + kBN / 2 * 128), args);
 }
