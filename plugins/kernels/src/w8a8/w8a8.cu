@@ -630,8 +630,10 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// wgmma where it runs (SM90, per-channel), else mma.sync; within each kind the largest tile whose grid fills the
-// GPU's 132 SMs (H100) at least once, the smallest otherwise.
+// wgmma where it runs (SM90, per-channel), else mma.sync; within each kind the 128 x 128 tile when its grid fills the
+// GPU's 132 SMs (H100) at least once, the 64 x 128 tile otherwise. The 128 x 256 wgmma tile is never the automatic
+// pick: measured against 128 x 128 in one run it won at 4096 x 4096 (M 1024, 4096) and lost by up to 1.4x at
+// 14336 x 4096 and 4096 x 28672 (docs/performance.md, W8A8); it stays usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
@@ -639,9 +641,9 @@ template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
     const Tile& t = kTiles[TILE];
     const int base = t.wgmma ? 70 : 50;
-    if (t.bm == 64) return base + 1;                     // the fallback of its kind
-    if (ctas(p, t) < 132) return base;                   // leaves SMs idle
-    return base + (t.bn == 256 ? 3 : 2);                 // the largest filling tile wins
+    if (t.bn == 256) return base;
+    if (t.bm == 64) return base + 1;
+    return ctas(p, t) >= 132 ? base + 2 : base;
 }
 
 // M <= 16: the INT8 weight-only kernels on the same packed weights and scales. At these sizes the GEMV streams the
