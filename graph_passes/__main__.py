@@ -101,7 +101,8 @@ def cmd_build(args) -> int:
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
                        method=args.method, act_dtype=args.act_dtype, act_mode=args.act_mode,
-                       act_asymmetric=args.act_asymmetric, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
+                       act_asymmetric=args.act_asymmetric, include=tuple(args.include or ()),
+                       exclude=tuple(args.exclude or ()),
                        min_elements=args.min_elements, progress=progress)
 
 

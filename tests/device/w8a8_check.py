@@ -30,26 +30,13 @@ from graph_passes import op
 from graph_passes.layouts import interleaved_v1
 from graph_passes.quantize import quantize_rtn
 from graph_passes.quantizers.activations import quantize_activations
+from kernels_check import DTYPES, Tally, launch_poisoned  # tests/device/: the same tally and poisoned launch
 from trt_woq import kernels as K
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # Normwise relative tolerance: FP32 accumulation of the dequantized groups plus the output's rounding.
 TOL = {"fp16": 1e-3, "bf16": 8e-3}
 PERM16 = np.array([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15])
 SMALL_M = 16
-
-
-class Tally:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok: bool, label: str, detail: str = "") -> None:
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print(f"FAIL {label} {detail}", flush=True)
 
 
 def _act_numpy(x: torch.Tensor) -> np.ndarray:
@@ -137,19 +124,11 @@ def run_case(lib: K.Kernels, pr: Problem, candidates: list[int], tally: Tally) -
         probe = pr.params(torch.empty(1, device="cuda"))
         if cand != -1 and lib.supports(cand, probe) != K.Status.OK:
             continue
-        out = torch.full((pr.m, pr.n), float("nan"), dtype=DTYPES[pr.act], device="cuda")  # poison
         name = "auto" if cand == -1 else lib.candidate_name(cand)
-        prm = pr.params(out)
-        ws_bytes = lib.workspace_size(prm, cand)
-        ws = torch.full((max(ws_bytes, 1),), 0xAB, dtype=torch.uint8, device="cuda")
-        if ws_bytes:
-            prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
-        try:
-            lib.run(prm, stream=stream, candidate=cand)
-            torch.cuda.synchronize()
-        except K.KernelError as e:
-            tally.check(False, f"{pr.label()} [{name}]", str(e))
+        launched = launch_poisoned(lib, pr, cand, stream, f"{pr.label()} [{name}]", tally)
+        if launched is None:
             continue
+        out, ws = launched
         y = out.double().cpu().numpy()
         finite = bool(np.isfinite(y).all())
         err = float(np.linalg.norm(y - pr.ref)) / ref_norm if finite else float("inf")
@@ -186,7 +165,8 @@ def main() -> int:
     out = torch.empty(33, 70, dtype=torch.float16, device="cuda")
     prm = pr.params(out, zeros=pr.scales.data_ptr())
     for cand in w8a8:
-        tally.check(lib.supports(cand, prm) == K.Status.UNSUPPORTED_OPTION, f"zeros refused [{lib.candidate_name(cand)}]")
+        tally.check(lib.supports(cand, prm) == K.Status.UNSUPPORTED_OPTION,
+                    f"zeros refused [{lib.candidate_name(cand)}]")
     print(f"{tally.passed} passed, {tally.failed} failed", flush=True)
     return 1 if tally.failed else 0
 

@@ -340,7 +340,8 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
                 if (m >= args.m) continue;
                 T pair[2];
                 if constexpr (std::is_same<T, half>::value) {
-                    *reinterpret_cast<half2*>(pair) = __floats2half2_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
+                    *reinterpret_cast<half2*>(pair) =
+                        __floats2half2_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
                 } else {
                     *reinterpret_cast<__nv_bfloat162*>(pair) =
                         __floats2bfloat162_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
