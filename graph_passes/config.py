@@ -26,6 +26,8 @@ class QuantConfig:
     ``bits`` names the weight format (``graph_passes.registry.formats``), ``method`` the quantization method and
     ``act_mode`` the activation mode (their registries); ``layout`` defaults to the weight format's.
     ``act_asymmetric``: a quantized activation mode with an offset per row block (default symmetric).
+    ``smooth_alpha``: SmoothQuant smoothing of a quantized activation mode (``graph_passes.smoothing``); the
+    calibration samples are given to :func:`graph_passes.pipeline.quantize_model`.
     """
 
     bits: int = 4
@@ -39,6 +41,7 @@ class QuantConfig:
     method: str = "rtn"
     act_mode: str = "weight_only"
     act_asymmetric: bool = False
+    smooth_alpha: float | None = None
     layout: int | None = None
     clip_ratios: tuple[float, ...] = DEFAULT_CLIP_RATIOS
     external_data_dir: str | None = None
@@ -68,8 +71,11 @@ class QuantConfig:
             if self.format != "plugin":
                 raise UserError(f"--act-mode {mode.name}: standard ONNX has no per-token INT8 activations; use "
                                 f"--format plugin (compare measures it through a float emulation)")
-        elif self.act_asymmetric:
-            raise UserError("--act-asymmetric needs a quantized activation mode (--act-mode w8a8)")
+        elif self.act_asymmetric or self.smooth_alpha is not None:
+            option = "--act-asymmetric" if self.act_asymmetric else "--smooth-alpha"
+            raise UserError(f"{option} needs a quantized activation mode (--act-mode w8a8)")
+        if self.smooth_alpha is not None and not 0.0 <= self.smooth_alpha <= 1.0:
+            raise UserError(f"--smooth-alpha {self.smooth_alpha}: must be in [0, 1]")
         if self.layout is None:
             self.layout = fmt.layout.VERSION
         elif self.layout != fmt.layout.VERSION:
