@@ -251,8 +251,14 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
     packed, scales = consts[0], consts[1]
     zeros = consts[2] if has_zeros else None
     bias = consts[2 + has_zeros] if has_bias else None
-    u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
+    if group != -1 and (group < 1 or k % group):
+        raise UserError(f"{OP_TYPE} node {name}: group_size {group} does not divide in_features {k}")
     groups = 1 if group == -1 else k // group
+    for what, arr in (("scales", scales), ("zero points", zeros)):
+        if arr is not None and arr.size != groups * n:
+            raise UserError(f"{OP_TYPE} node {name}: {arr.size} {what}, expected {groups} x {n} for in_features {k}, "
+                            f"out_features {n}, group_size {group}")
+    u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
     scales = scales.reshape(groups, n)
     act_dtype = scales.dtype
     # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
@@ -535,6 +541,9 @@ def _session(model_path: str, name: str):
     import onnxruntime as ort
     from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
 
+    # ORT would also log a failing node (e.g. ids past the embedding table) on stderr, in colour, before raising: the
+    # error reaches the user once, as compare's one line.
+    ort.set_default_logger_severity(4)
     loader = SessionFromOnnx(model_path, providers=["CPUExecutionProvider"],
                              graph_optimization_level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
     return OnnxrtRunner(loader, name=name)
