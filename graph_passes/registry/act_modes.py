@@ -49,7 +49,8 @@ WEIGHT_ONLY = ACT_MODES.add(ActMode(
 W8A8 = ACT_MODES.add(ActMode(
     name="w8a8", c_name="TRT_WOQ_ACT_MODE_W8A8_DYNAMIC", c_enum=1, reference=w8a8_reference,
     tests=("tests/graph_passes/test_w8a8.py::test_activation_quantizer_exact_steps",
-           "tests/graph_passes/test_w8a8.py::test_evaluate_formula_matches_fake_quant"),
+           "tests/graph_passes/test_w8a8.py::test_evaluate_formula_matches_fake_quant",
+           "tests/graph_passes/test_smoothing.py::test_smoothing_lowers_w8a8_error_on_outlier_channels"),
     summary="activations quantized to INT8 per token (per K group when grouped) on the fly; INT8 weights",
     weight_bits=(8,)))
 
