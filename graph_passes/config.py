@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from graph_passes.dtypes import ACT_DTYPES
 from graph_passes.errors import UserError
 from graph_passes.quantizers import DEFAULT_CLIP_RATIOS
-from graph_passes.registry.act_modes import ACT_MODES
+from graph_passes.registry.act_modes import ACT_MODES, WEIGHT_ONLY
 from graph_passes.registry.formats import WeightFormat, all_bits, format_by_bits
 from graph_passes.registry.methods import METHODS
 
@@ -26,6 +26,9 @@ class QuantConfig:
     ``fuse_activations``: the plugin format fuses a Relu / Clip / SiLU / GELU after the op into its epilogue.
     ``bits`` names the weight format (``graph_passes.registry.formats``), ``method`` the quantization method and
     ``act_mode`` the activation mode (their registries); ``layout`` defaults to the weight format's.
+    ``act_asymmetric``: a quantized activation mode with an offset per row block (default symmetric).
+    ``smooth_alpha``: SmoothQuant smoothing of a quantized activation mode (``graph_passes.smoothing``); the
+    calibration samples are given to :func:`graph_passes.pipeline.quantize_model`.
     """
 
     bits: int = 4
@@ -38,6 +41,8 @@ class QuantConfig:
     min_elements: int = 0
     method: str = "rtn"
     act_mode: str = "weight_only"
+    act_asymmetric: bool = False
+    smooth_alpha: float | None = None
     layout: int | None = None
     clip_ratios: tuple[float, ...] = DEFAULT_CLIP_RATIOS
     external_data_dir: str | None = None
@@ -58,7 +63,21 @@ class QuantConfig:
         if self.format == "qdq" and fmt.qdq is None:
             raise UserError(f"--format qdq: ONNX has no data type for {fmt.label}; use --format plugin")
         METHODS.get(self.method)
-        ACT_MODES.get(self.act_mode)
+        mode = ACT_MODES.get(self.act_mode)
+        if mode is not WEIGHT_ONLY:
+            if mode.weight_bits and self.bits not in mode.weight_bits:
+                raise UserError(f"--act-mode {mode.name} takes --bits {'/'.join(map(str, mode.weight_bits))}, "
+                                f"got --bits {self.bits}")
+            if self.asymmetric:
+                raise UserError(f"--act-mode {mode.name} takes symmetric weights: drop --asymmetric")
+            if self.format != "plugin":
+                raise UserError(f"--act-mode {mode.name}: standard ONNX has no per-token INT8 activations; use "
+                                f"--format plugin (compare measures it through a float emulation)")
+        elif self.act_asymmetric or self.smooth_alpha is not None:
+            option = "--act-asymmetric" if self.act_asymmetric else "--smooth-alpha"
+            raise UserError(f"{option} needs a quantized activation mode (--act-mode w8a8)")
+        if self.smooth_alpha is not None and not 0.0 <= self.smooth_alpha <= 1.0:
+            raise UserError(f"--smooth-alpha {self.smooth_alpha}: must be in [0, 1]")
         if self.layout is None:
             self.layout = fmt.layout.VERSION
         elif self.layout != fmt.layout.VERSION:
