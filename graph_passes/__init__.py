@@ -5,6 +5,8 @@ Public API:
   * models: :func:`quantize_model`, :func:`inspect_model` with a :class:`QuantConfig`; returns a :class:`QuantReport`.
   * the op: :mod:`graph_passes.op` (contract, node builder, reference evaluator).
   * the passes: :mod:`graph_passes.passes` (``(gs.Graph, QuantConfig) -> gs.Graph``).
+  * the registries of weight formats, ops, activation modes, epilogues and methods: :mod:`graph_passes.registry`
+    (``docs/architecture.md``).
 TensorRT, polygraphy and cuda are never imported here.
 """
 

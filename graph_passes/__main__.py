@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graph_passes.config import QuantConfig
+from graph_passes.config import FORMATS, QuantConfig
 from graph_passes.errors import UserError
+from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_sizes
+from graph_passes.registry.methods import METHODS
 
 EXIT_USER_ERROR = 2
 
@@ -106,7 +108,7 @@ def cmd_build(args) -> int:
 # -------------------------------------------------------------------------------------------------------- parsing
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
-                       act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
+                       method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
                        min_elements=args.min_elements, progress=progress)
 
 
@@ -149,12 +151,15 @@ def _doc(fn) -> tuple[str, str]:
 
 
 def _add_quant_options(p) -> None:
-    p.add_argument("--bits", type=int, choices=(8, 4), default=4, help="weight bits (default 4)")
-    p.add_argument("--group-size", type=int, choices=(-1, 32, 64, 128, 256), default=128,
+    formats = ", ".join(f"{f.bits} = {f.label}" for f in WEIGHT_FORMATS)
+    p.add_argument("--bits", type=int, choices=all_bits(), default=4, help=f"weight format: {formats} (default 4)")
+    p.add_argument("--group-size", type=int, choices=all_group_sizes(), default=128,
                    help="weights per scale along K; -1 = one scale per output channel (default 128)")
     p.add_argument("--asymmetric", action="store_true", help="store zero points (default symmetric)")
-    p.add_argument("--format", choices=("plugin", "qdq"), default="plugin",
+    p.add_argument("--format", choices=FORMATS, default="plugin",
                    help="plugin: WeightOnlyLinear nodes; qdq: DequantizeLinear + MatMul (default plugin)")
+    p.add_argument("--method", choices=METHODS.names(), default="rtn",
+                   help="; ".join(f"{m.name} = {m.summary}" for m in METHODS) + " (default rtn)")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="fp16",
                    help="compute dtype of the op in an FP32 graph (Casts around it); FP16/BF16 graphs keep "
                         "theirs (default fp16)")

@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from graph_passes.dtypes import ACT_DTYPES
 from graph_passes.errors import UserError
-from graph_passes.quantize import ACT_DTYPES, DEFAULT_CLIP_RATIOS, GROUP_SIZES
+from graph_passes.quantizers import DEFAULT_CLIP_RATIOS
+from graph_passes.registry.act_modes import ACT_MODES
+from graph_passes.registry.formats import WeightFormat, all_bits, format_by_bits
+from graph_passes.registry.methods import METHODS
 
-FORMATS = ("plugin", "qdq")
+FORMATS = ("plugin", "qdq")  # output formats: every op of graph_passes.registry.ops has a rewriter for each
 
 
 @dataclass
@@ -19,6 +23,8 @@ class QuantConfig:
     keeps its own dtype. ``act_dtype="fp32"`` is for references only (no Casts, float32 scales; the plugin refuses it).
     ``include`` / ``exclude``: regular expressions searched in node names (``re.search``).
     ``external_data_dir``: folder of the model file, to read initializers stored as external data.
+    ``bits`` names the weight format (``graph_passes.registry.formats``), ``method`` the quantization method and
+    ``act_mode`` the activation mode (their registries); ``layout`` defaults to the weight format's.
     """
 
     bits: int = 4
@@ -29,7 +35,9 @@ class QuantConfig:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     min_elements: int = 0
-    layout: int = 1
+    method: str = "rtn"
+    act_mode: str = "weight_only"
+    layout: int | None = None
     clip_ratios: tuple[float, ...] = DEFAULT_CLIP_RATIOS
     external_data_dir: str | None = None
     progress: bool = False
@@ -37,10 +45,22 @@ class QuantConfig:
     _exclude_re: list = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self):
-        if self.bits not in (4, 8):
-            raise UserError(f"--bits must be 8 or 4, got {self.bits}")
-        if self.group_size not in GROUP_SIZES:
-            raise UserError(f"--group-size must be one of {', '.join(map(str, GROUP_SIZES))}, got {self.group_size}")
+        if self.bits not in all_bits():
+            raise UserError(f"--bits must be one of {', '.join(map(str, all_bits()))}, got {self.bits}")
+        fmt = self.weight_format
+        if self.group_size not in fmt.group_sizes:
+            raise UserError(f"--group-size must be one of {', '.join(map(str, fmt.group_sizes))} for {fmt.label}, "
+                            f"got {self.group_size}")
+        if self.asymmetric and not fmt.asymmetric:
+            raise UserError(f"--asymmetric: {fmt.label} has no zero points")
+        if self.format == "qdq" and fmt.qdq is None:
+            raise UserError(f"--format qdq: ONNX has no data type for {fmt.label}; use --format plugin")
+        METHODS.get(self.method)
+        ACT_MODES.get(self.act_mode)
+        if self.layout is None:
+            self.layout = fmt.layout.VERSION
+        elif self.layout != fmt.layout.VERSION:
+            raise UserError(f"layout {self.layout}: {fmt.label} is packed in layout {fmt.layout.VERSION}")
         if self.format not in FORMATS:
             raise UserError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.act_dtype not in ACT_DTYPES:
@@ -60,8 +80,12 @@ class QuantConfig:
             raise UserError(f"{option} {pattern!r} is not a valid regular expression: {exc}") from None
 
     @property
+    def weight_format(self) -> WeightFormat:
+        return format_by_bits(self.bits, "--bits")
+
+    @property
     def algo(self) -> str:
-        return f"weight_only_int{self.bits}"
+        return self.weight_format.algo
 
     def name_filter_reason(self, node_name: str) -> str | None:
         """Why --include / --exclude leave out ``node_name``, or None when the node is selected."""

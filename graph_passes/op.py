@@ -19,6 +19,9 @@ import numpy as np
 
 from graph_passes.errors import QuantizationError
 from graph_passes.layouts import get_layout
+from graph_passes.registry.act_modes import ACT_MODES, ActMode
+from graph_passes.registry.epilogues import EPILOGUES, Epilogue
+from graph_passes.registry.formats import WeightFormat, format_by_bits
 
 OP_TYPE = "WeightOnlyLinear"
 DOMAIN = "trt_woq"
@@ -34,8 +37,6 @@ OPTIONAL_INPUTS = ("zeros", "bias")  # gated by has_zeros, has_bias
 
 INT_ATTRIBUTES = ("bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias")
 STRING_ATTRIBUTES = {"plugin_version": PLUGIN_VERSION, "plugin_namespace": PLUGIN_NAMESPACE}
-VALID_BITS = (4, 8)
-VALID_GROUP_SIZES = (-1, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -52,18 +53,32 @@ class WoqAttributes:
 
     def validate(self, where: str = OP_TYPE) -> "WoqAttributes":
         """Raise QuantizationError quoting the bad value; returns self so calls chain."""
-        if self.bits not in VALID_BITS:
-            raise QuantizationError(f"{where}: bits {self.bits} is not one of {VALID_BITS}")
-        if self.group_size not in VALID_GROUP_SIZES:
-            raise QuantizationError(f"{where}: group_size {self.group_size} is not one of {VALID_GROUP_SIZES}")
+        fmt = format_by_bits(self.bits, where)
+        fmt.check_group_size(self.group_size, where)
         if self.group_size != -1 and self.in_features % self.group_size:
             raise QuantizationError(f"{where}: in_features {self.in_features} is not a multiple of group_size "
                                     f"{self.group_size}")
         if self.has_zeros not in (0, 1) or self.has_bias not in (0, 1):
             raise QuantizationError(f"{where}: has_zeros / has_bias must be 0 or 1, got {self.has_zeros} / "
                                     f"{self.has_bias}")
-        get_layout(self.layout).check_shape(self.in_features, self.out_features, self.bits)
+        if get_layout(self.layout) is not fmt.layout:
+            raise QuantizationError(f"{where}: {fmt.label} is packed in layout {fmt.layout.VERSION}, not {self.layout}")
+        fmt.check_shape(self.in_features, self.out_features)
         return self
+
+    @property
+    def weight_format(self) -> WeightFormat:
+        return format_by_bits(self.bits, OP_TYPE)
+
+    @property
+    def act_mode(self) -> ActMode:
+        """Weight-only: the op has no activation-mode attribute yet."""
+        return ACT_MODES.get("weight_only")
+
+    @property
+    def epilogue(self) -> Epilogue:
+        """None: the op has no epilogue attribute yet (the bias input is added before any epilogue)."""
+        return EPILOGUES.get("none")
 
     @property
     def num_groups(self) -> int:
@@ -134,12 +149,11 @@ def evaluate(x, packed, scales, zeros, bias, attrs: WoqAttributes) -> np.ndarray
     if bias is not None and (np.asarray(bias).dtype != act or tuple(np.shape(bias)) != (n,)):
         raise QuantizationError(f"{OP_TYPE}: bias must be {act} ({n},), got {np.asarray(bias).dtype} "
                                 f"{tuple(np.shape(bias))}")
-    w = get_layout(attrs.layout).dequantize_reference(np.asarray(packed), scales, zeros, k, n, attrs.bits,
-                                                     attrs.group_size)
-    y = x.astype(np.float64) @ w
+    w = attrs.weight_format.dequantize(np.asarray(packed), scales, zeros, k, n, attrs.group_size)
+    y = attrs.act_mode.reference(x.astype(np.float64), attrs.group_size) @ w
     if bias is not None:
         y = y + np.asarray(bias).astype(np.float64)
-    return y.astype(act)
+    return attrs.epilogue.reference(y).astype(act)
 
 
 def _make_op_run():

@@ -7,7 +7,8 @@ LAYOUTS = {interleaved_v1.VERSION: interleaved_v1}
 
 
 def get_layout(version: int):
-    """The module implementing layout ``version`` (pack, unpack, dequantize_reference, check_shape)."""
+    """The module implementing layout ``version`` (pack, unpack, dequantize_reference, check_shape, packed_shape,
+    unpacked_shape, VERSION, NAME)."""
     try:
         return LAYOUTS[version]
     except KeyError:

@@ -46,6 +46,11 @@ def packed_shape(k: int, n: int, bits: int) -> tuple[int, int]:
     return n // interleave_factor(bits), k // 2
 
 
+def unpacked_shape(packed_shape: tuple[int, ...], bits: int) -> tuple[int, int]:
+    """(K, N) of the weight a packed tensor of ``packed_shape`` holds (inverse of :func:`packed_shape`)."""
+    return 2 * packed_shape[1], interleave_factor(bits) * packed_shape[0]
+
+
 def _storage_order(bits: int) -> np.ndarray:
     """Steps 2 + 3 as one in-block gather: storage slot j (nibble or byte order in the words) holds in-block k."""
     perm = _k_permutation(bits)

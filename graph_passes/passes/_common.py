@@ -8,7 +8,7 @@ import numpy as np
 from graph_passes.errors import QuantizationError
 from graph_passes.passes.match import find_linear_layers
 from graph_passes.progress import ProgressBar
-from graph_passes.quantize import QuantizedWeight, quantize_rtn
+from graph_passes.registry.methods import METHODS
 from graph_passes.report import QuantReport, Rewritten
 
 ONNX_FLOAT = {"fp16": 10, "bf16": 16, "fp32": 1}  # onnx.TensorProto.FLOAT16 / BFLOAT16 / FLOAT
@@ -39,16 +39,19 @@ class NameScope:
 
 
 class QuantizeOnce:
-    """Quantizes each distinct weight (match.key) once; entries hold whatever the pass builds from the result."""
+    """Quantizes each distinct weight (match.key) once with the configured method and weight format; entries hold
+    whatever the pass builds from the result."""
 
     def __init__(self, config):
         self.config = config
+        self.method = METHODS.get(config.method)
+        self.fmt = config.weight_format
         self.entries: dict = {}
         self.failed: dict = {}
         self.rel_errors: dict = {}  # key -> relative RMS reconstruction error of the weight
 
     def get(self, match, act_dtype: str, build):
-        """(entry, shared): ``build(QuantizedWeight)`` -> entry for a new key; the float weight is freed after."""
+        """(entry, shared): ``build(quantized)`` -> entry for a new key; the float weight is freed after."""
         key = match.key(act_dtype)
         if key in self.failed:
             raise self.failed[key]
@@ -56,9 +59,9 @@ class QuantizeOnce:
             return self.entries[key], True
         try:
             w = match.load_weight(self.config.external_data_dir)
-            qw: QuantizedWeight = quantize_rtn(w, self.config.bits, self.config.group_size, self.config.asymmetric,
-                                               act_dtype, self.config.clip_ratios, name=f"{match.node.name} "
-                                               f"(weight '{match.source_name}')")
+            c = self.config
+            qw = self.method.quantize(w, self.fmt, c.group_size, c.asymmetric, act_dtype, c.clip_ratios,
+                                      name=f"{match.node.name} (weight '{match.source_name}')")
             del w
         except QuantizationError as exc:
             self.failed[key] = exc
@@ -70,7 +73,7 @@ class QuantizeOnce:
 
 
 def progress_bar(total: int, config) -> ProgressBar:
-    return ProgressBar(total, label=f"quantizing INT{config.bits}", enabled=config.progress)
+    return ProgressBar(total, label=f"quantizing {config.weight_format.label}", enabled=config.progress)
 
 
 def skip_reason_of(exc: QuantizationError) -> tuple[str, str]:
@@ -88,12 +91,12 @@ def bias_storage(bias: np.ndarray, dtype) -> np.ndarray:
 
 
 class PassRun:
-    """What a rewrite pass sets up before its loop: the report, the matches (skips already reported), unique names,
-    the quantize-once cache and the progress bar."""
+    """What a rewrite pass sets up before its loop: the report, the matches of ``find`` (the op's matcher; skips
+    already reported), unique names, the quantize-once cache and the progress bar."""
 
-    def __init__(self, graph, config, report: QuantReport | None):
+    def __init__(self, graph, config, report: QuantReport | None, find=find_linear_layers):
         self.report = report if report is not None else QuantReport()
-        self.matches, skips = find_linear_layers(graph, config)
+        self.matches, skips = find(graph, config)
         for s in skips:
             self.report.skip(s.node, s.reason, s.detail)
         self.names = NameScope(graph)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import onnx_graphsurgeon as gs
 
 from graph_passes import op as woq_op
-from graph_passes.layouts import get_layout
 from graph_passes.passes._common import ONNX_FLOAT, PassRun, bias_storage, op_act_dtype
 from graph_passes.passes.match import constant_nbytes
 from graph_passes.quantize import act_numpy_dtype, to_act_storage
@@ -21,7 +20,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
     """Replace every matched MatMul / MatMul+Add / Gemm of ``graph`` by a WeightOnlyLinear node; returns ``graph``."""
     run = PassRun(graph, config, report)
     report, names = run.report, run.names
-    layout = get_layout(config.layout)
+    fmt = config.weight_format
     cast_in = {}
     for m in run.matches:
         act, casts = op_act_dtype(m, config)
@@ -29,7 +28,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         base = m.source_name + ("_T" if m.transpose else "")
 
         def build(qw, base=base, act=act, m=m):
-            packed = gs.Constant(names(f"{base}_woq{qw.bits}_packed"), layout.pack(qw.u, qw.bits))
+            packed = gs.Constant(names(f"{base}_woq{qw.bits}_packed"), fmt.pack(qw.u))
             scales = gs.Constant(names(f"{base}_woq{qw.bits}_scales"), to_act_storage(qw.scales, act))
             zeros = (None if qw.zeros is None else
                      gs.Constant(names(f"{base}_woq{qw.bits}_zeros"), to_act_storage(qw.zeros, act)))
@@ -46,7 +45,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         bias = None
         if m.bias is not None:
             bias = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, storage))
-        attrs = woq_op.WoqAttributes(bits=config.bits, group_size=config.group_size, in_features=m.k,
+        attrs = woq_op.WoqAttributes(bits=fmt.bits, group_size=config.group_size, in_features=m.k,
                                      out_features=m.n, layout=config.layout, has_zeros=int(zeros is not None),
                                      has_bias=int(bias is not None))
         # Disconnect the old node(s) first: their output tensor gets the new producer.

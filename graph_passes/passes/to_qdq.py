@@ -10,7 +10,6 @@ dtype: in an FP32 graph the scales are float32 holding values rounded to config.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
@@ -21,17 +20,9 @@ from graph_passes.report import QuantReport
 QDQ_OPSET = 21
 
 
-def _int_constant(name: str, values: np.ndarray, bits: int, signed: bool) -> gs.Constant:
-    """INT8/UINT8 as a numpy constant; INT4/UINT4 as a raw TensorProto (two values a byte, low nibble first)."""
-    if bits == 8:
-        return gs.Constant(name, values.astype(np.int8 if signed else np.uint8))
-    flat = (values.astype(np.int16).reshape(-1) & 0xF).astype(np.uint8)
-    if flat.size % 2:
-        flat = np.concatenate([flat, np.zeros(1, np.uint8)])
-    raw = (flat[0::2] | (flat[1::2] << 4)).tobytes()
-    proto = onnx.helper.make_tensor(name, onnx.TensorProto.INT4 if signed else onnx.TensorProto.UINT4,
-                                    list(values.shape), raw, raw=True)
-    return gs.Constant(name, LazyValues(proto))
+def _int_constant(fmt, name: str, values: np.ndarray, signed: bool) -> gs.Constant:
+    """The format's Q/DQ integer type (INT8/UINT8, INT4/UINT4 packed two a byte) as a constant."""
+    return gs.Constant(name, LazyValues(fmt.qdq_tensor(name, values, signed)))
 
 
 def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
@@ -41,6 +32,7 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
     """
     run = PassRun(graph, config, report)
     report, names = run.report, run.names
+    fmt = config.weight_format
     for m in run.matches:
         act, casts = op_act_dtype(m, config)
         graph_dtype = m.dtype
@@ -50,15 +42,15 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
             bits, half = qw.bits, 1 << (qw.bits - 1)
             per_channel = qw.group_size == -1
             if qw.zeros is None:
-                data = _int_constant(names(f"{base}_q{bits}"), qw.u.astype(np.int16) - half, bits, signed=True)
+                data = _int_constant(fmt, names(f"{base}_q{bits}"), qw.u.astype(np.int16) - half, signed=True)
             else:
-                data = _int_constant(names(f"{base}_q{bits}"), qw.u, bits, signed=False)
+                data = _int_constant(fmt, names(f"{base}_q{bits}"), qw.u, signed=False)
             s = qw.scales.reshape(-1) if per_channel else qw.scales
             scale = gs.Constant(names(f"{base}_q{bits}_scale"), s.astype(graph_dtype))
             inputs = [data, scale]
             if qw.zeros is not None:
                 z = qw.zeros.reshape(-1) if per_channel else qw.zeros
-                inputs.append(_int_constant(names(f"{base}_q{bits}_zero_point"), z.astype(np.uint8), bits,
+                inputs.append(_int_constant(fmt, names(f"{base}_q{bits}_zero_point"), z.astype(np.uint8),
                                             signed=False))
             attrs = {"axis": 1} if per_channel else {"axis": 0, "block_size": qw.group_size}
             w = gs.Variable(names(f"{base}_dq"), dtype=graph_dtype, shape=[qw.k, qw.n])

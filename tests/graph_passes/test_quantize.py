@@ -123,12 +123,12 @@ def test_zero_and_constant_groups(rng):
 
 @pytest.mark.parametrize("asym", [False, True])
 def test_column_chunks_and_threads_give_the_same_result(rng, monkeypatch, asym):
-    import graph_passes.quantize as quantize
+    import graph_passes.quantizers.common as common
 
     w = _weights(rng, 128, 320)
     whole = quantize_rtn(w, 4, 64, asym)
-    monkeypatch.setattr(quantize, "_COLUMN_CHUNK", 96)  # 4 chunks, the last one ragged
-    monkeypatch.setattr(quantize, "_MAX_THREADS", 3)
+    monkeypatch.setattr(common, "COLUMN_CHUNK", 96)  # 4 chunks, the last one ragged
+    monkeypatch.setattr(common, "MAX_THREADS", 3)
     chunked = quantize_rtn(w, 4, 64, asym)
     assert np.array_equal(whole.u, chunked.u) and np.array_equal(whole.scales, chunked.scales)
     assert (whole.zeros is None) == (not asym) and (not asym or np.array_equal(whole.zeros, chunked.zeros))
