@@ -19,7 +19,7 @@ EXIT_USER_ERROR = 2
 
 # ------------------------------------------------------------------------------------------------------ commands
 def cmd_quantize(args) -> int:
-    """Quantize the weights of MODEL's MatMul / Gemm nodes to INT4 or INT8 (weight-only, round to nearest).
+    """Quantize the weights of MODEL's MatMul / Gemm nodes to INT4 or INT8 (weight-only).
 
     Writes OUT (default MODEL.woq_<options>.onnx), with WeightOnlyLinear nodes for the TensorRT plugin (--format
     plugin) or standard DequantizeLinear + MatMul (--format qdq, opset 21). Prints a summary of the nodes rewritten and
@@ -27,7 +27,8 @@ def cmd_quantize(args) -> int:
     K not a multiple of 64 or of the group size, NaN/Inf, ...) is skipped and listed; when no node at all can be
     quantized nothing is written and the command fails. An existing OUT is refused unless --force; the input is never
     modified. Models with external data are read from beside MODEL, and OUT uses external data (OUT.data) when MODEL
-    did or the weights come near protobuf's 2 GB limit.
+    did or the weights come near protobuf's 2 GB limit. --method awq / gptq first run the calibration samples
+    (--calib-data / --calib-script) through MODEL with ONNX Runtime and keep statistics of each linear's input.
     """
     from graph_passes.pipeline import quantize_model
 
@@ -109,7 +110,8 @@ def cmd_build(args) -> int:
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
                        method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
-                       min_elements=args.min_elements, progress=progress)
+                       min_elements=args.min_elements, progress=progress, calib_data=args.calib_data,
+                       calib_script=args.calib_script, calib_samples=args.calib_samples)
 
 
 def _parse_shapes(items):
@@ -160,6 +162,13 @@ def _add_quant_options(p) -> None:
                    help="plugin: WeightOnlyLinear nodes; qdq: DequantizeLinear + MatMul (default plugin)")
     p.add_argument("--method", choices=METHODS.names(), default="rtn",
                    help="; ".join(f"{m.name} = {m.summary}" for m in METHODS) + " (default rtn)")
+    p.add_argument("--calib-data", metavar="FILE.npz",
+                   help="calibration samples for awq / gptq: one array per model input, named after it, leading "
+                        "axis = sample (sample i is fed as array[i])")
+    p.add_argument("--calib-script", metavar="FILE.py[:FUNC]",
+                   help="calibration samples from FUNC() (default load_data) returning an iterable of "
+                        "{input name: array} feeds (polygraphy's data-loader convention)")
+    p.add_argument("--calib-samples", type=int, metavar="N", help="use at most N calibration samples")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="fp16",
                    help="compute dtype of the op in an FP32 graph (Casts around it); FP16/BF16 graphs keep "
                         "theirs (default fp16)")

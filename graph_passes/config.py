@@ -25,6 +25,8 @@ class QuantConfig:
     ``external_data_dir``: folder of the model file, to read initializers stored as external data.
     ``bits`` names the weight format (``graph_passes.registry.formats``), ``method`` the quantization method and
     ``act_mode`` the activation mode (their registries); ``layout`` defaults to the weight format's.
+    ``calib_data`` (.npz) / ``calib_script`` (FILE.py[:FUNC]) / ``calib_samples``: the calibration set of a method
+    that needs one; ``calibration`` holds its statistics once gathered (``graph_passes.calibration``).
     """
 
     bits: int = 4
@@ -41,6 +43,10 @@ class QuantConfig:
     clip_ratios: tuple[float, ...] = DEFAULT_CLIP_RATIOS
     external_data_dir: str | None = None
     progress: bool = False
+    calib_data: str | None = None
+    calib_script: str | None = None
+    calib_samples: int | None = None
+    calibration: object = field(default=None, repr=False)
     _include_re: list = field(default_factory=list, init=False, repr=False)
     _exclude_re: list = field(default_factory=list, init=False, repr=False)
 
@@ -55,7 +61,12 @@ class QuantConfig:
             raise UserError(f"--asymmetric: {fmt.label} has no zero points")
         if self.format == "qdq" and fmt.qdq is None:
             raise UserError(f"--format qdq: ONNX has no data type for {fmt.label}; use --format plugin")
-        METHODS.get(self.method)
+        method = METHODS.get(self.method)
+        if not method.needs_calibration and (self.calib_data or self.calib_script):
+            raise UserError(f"--calib-data / --calib-script: --method {self.method} uses no calibration data; "
+                            f"choose one of {', '.join(m.name for m in METHODS if m.needs_calibration)}")
+        if self.calib_samples is not None and self.calib_samples < 1:
+            raise UserError(f"--calib-samples must be >= 1, got {self.calib_samples}")
         ACT_MODES.get(self.act_mode)
         if self.layout is None:
             self.layout = fmt.layout.VERSION

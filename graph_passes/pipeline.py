@@ -17,6 +17,7 @@ import tempfile
 
 from graph_passes.config import QuantConfig
 from graph_passes.errors import UserError
+from graph_passes.registry.methods import METHODS
 from graph_passes.report import QuantReport
 
 EXTERNAL_DATA_THRESHOLD = 1 << 30  # bytes of initializers above which the output uses external data (< 2 GB limit)
@@ -157,6 +158,8 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
 
     model = _prepare_opset(model, config, report)
     graph = gs.import_onnx(model)
+    if config.calibration is not None:  # AWQ scales the graph's weights and activations before quantizing
+        config.calibration.prepare(graph, config, report)
     get_pass(config.format)(graph, config, report)
     out = gs.export_onnx(graph, do_type_check=False)
     opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -187,6 +190,10 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
                          notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
+    if config.calibration is None and METHODS.get(config.method).needs_calibration:
+        from graph_passes.calibration.methods import calibrate
+
+        config.calibration = calibrate(model, config, base_dir=base_dir, report=report)
     out = run_passes(model, config, report)
     del model
     if not report.rewritten:
@@ -249,7 +256,8 @@ def tensorrt_notes(config: QuantConfig) -> list[str]:
 def _config_dict(config: QuantConfig) -> dict:
     return {"bits": config.bits, "group_size": config.group_size, "asymmetric": config.asymmetric,
             "format": config.format, "act_dtype": config.act_dtype, "include": list(config.include),
-            "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout}
+            "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout,
+            "method": config.method}
 
 
 def write_text_atomic(path: str, text: str) -> None:

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from graph_passes.quantize import DEFAULT_CLIP_RATIOS, QuantizedWeight, _tiny, round_to_act
+from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, QuantizedWeight, round_scales
 
 
 @dataclass(frozen=True)
@@ -43,16 +43,14 @@ def _expand(params):
     return tuple(p[:, None, :] for p in params)
 
 
-def int_codec(bits: int, group_size: int, asymmetric: bool, act_dtype: str,
-              clip_ratios=DEFAULT_CLIP_RATIOS) -> GroupCodec:
-    """The INT4 / INT8 format of :func:`graph_passes.quantize.quantize_rtn` (same scales, rounding and codes)."""
+def int_codec(bits: int, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios=DEFAULT_CLIP_RATIOS,
+              name: str = "weight") -> GroupCodec:
+    """The INT4 / INT8 format of :func:`graph_passes.quantizers.quantize_rtn` (same scales, rounding and codes)."""
     levels = (1 << bits) - 1
     half = 1 << (bits - 1)
-    tiny = np.float32(_tiny(act_dtype))
 
     def scale(raw):
-        s = round_to_act(raw, act_dtype)
-        return np.where(s > 0, s, tiny).astype(np.float32)
+        return round_scales(raw, act_dtype, name).astype(np.float32)
 
     def fit(wg, ratio):
         r = np.float32(ratio)

@@ -27,7 +27,7 @@ from graph_passes.calibration.gptq import DEFAULT_DAMP, InverseHessian, gptq_qua
 from graph_passes.calibration.stats import TensorStats
 from graph_passes.errors import QuantizationError, UserError
 
-# weight format name -> factory(bits, group_size, asymmetric, act_dtype, clip_ratios) -> GroupCodec
+# weight format name -> factory(bits, group_size, asymmetric, act_dtype, clip_ratios, name) -> GroupCodec
 CODECS = {"int8": int_codec, "int4": int_codec}
 CALIBRATED = ("awq", "gptq")
 
@@ -36,7 +36,7 @@ def codec_for(fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratio
     factory = CODECS.get(fmt.name)
     if factory is None:
         raise QuantizationError(f"{name}: no calibrated quantization for {fmt.label} yet; use --method rtn")
-    return factory(fmt.bits, group_size, asymmetric, act_dtype, clip_ratios)
+    return factory(fmt.bits, group_size, asymmetric, act_dtype, clip_ratios, name)
 
 
 def gptq_damp(rows: int, k: int) -> float:

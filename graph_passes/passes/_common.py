@@ -60,8 +60,9 @@ class QuantizeOnce:
         try:
             w = match.load_weight(self.config.external_data_dir)
             c = self.config
+            stats = None if c.calibration is None else c.calibration.for_tensor(match.x.name)
             qw = self.method.quantize(w, self.fmt, c.group_size, c.asymmetric, act_dtype, c.clip_ratios,
-                                      name=f"{match.node.name} (weight '{match.source_name}')")
+                                      name=f"{match.node.name} (weight '{match.source_name}')", stats=stats)
             del w
         except QuantizationError as exc:
             self.failed[key] = exc

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from graph_passes.registry import Registry
+from graph_passes.registry import Ref, Registry
 
 
 @dataclass(frozen=True)
@@ -32,4 +32,18 @@ RTN = METHODS.add(QuantMethod(name="rtn", summary="round to nearest with a per-g
                               needs_calibration=False,
                               tests=("tests/graph_passes/test_quantize.py::test_search_improves_int4_on_outliers",)))
 
-__all__ = ["METHODS", "RTN", "QuantMethod", "rtn"]
+_CALIB_TESTS = "tests/graph_passes/calibration/"
+AWQ = METHODS.add(QuantMethod(
+    name="awq", summary="activation-aware scaling of input channels, then an output-error clip search "
+                        "(needs calibration data)",
+    quantize=Ref("graph_passes.calibration.methods:awq"), needs_calibration=True,
+    tests=(_CALIB_TESTS + "test_algorithms.py::test_awq_beats_rtn_on_outlier_channels",
+           _CALIB_TESTS + "test_cli.py::test_plugin_equals_qdq")))
+GPTQ = METHODS.add(QuantMethod(
+    name="gptq", summary="rounding error spread over the not yet quantized inputs through the inverse Hessian "
+                         "(needs calibration data)",
+    quantize=Ref("graph_passes.calibration.methods:gptq"), needs_calibration=True,
+    tests=(_CALIB_TESTS + "test_algorithms.py::test_gptq_lowers_output_error_on_correlated_inputs",
+           _CALIB_TESTS + "test_cli.py::test_plugin_equals_qdq")))
+
+__all__ = ["AWQ", "GPTQ", "METHODS", "RTN", "QuantMethod", "rtn"]
