@@ -88,11 +88,11 @@ def collect(model, tensors: dict[str, int], feeds: list[dict[str, np.ndarray]], 
     """Statistics of ``tensors`` ({name: channels K}) of ``model`` (ModelProto, external data left on disk)."""
     sizes = {n: TensorStats.nbytes_for(k, gram=gram, max_rows=max_rows) for n, k in tensors.items()}
     passes = plan_passes(sizes, budget)
+    seeds = {n: seed + i for i, n in enumerate(tensors)}  # a tensor's sample does not depend on the passes
     stats: dict[str, TensorStats] = {}
     for p, names in enumerate(passes):
         sess = _session(model, names, base_dir)
-        current = {n: TensorStats(tensors[n], gram=gram, max_rows=max_rows, seed=seed + i)
-                   for i, n in enumerate(names)}
+        current = {n: TensorStats(tensors[n], gram=gram, max_rows=max_rows, seed=seeds[n]) for n in names}
         label = "calibrating" + (f" {p + 1}/{len(passes)}" if len(passes) > 1 else "")
         with _bar(len(feeds), label, progress) as bar:
             for i, feed in enumerate(feeds):

@@ -1,0 +1,124 @@
+"""Statistics from ONNX Runtime runs, AWQ's graph edit and the memory bounds of calibration."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import calib_models
+from graph_passes.calibration.collect import collect, plan_passes
+from graph_passes.calibration.methods import calibrate
+from graph_passes.calibration.stats import TensorStats
+from graph_passes.config import QuantConfig
+from graph_passes.report import QuantReport
+from woq_models import make_model, ort_run
+
+
+def test_collect_matches_numpy_and_is_split_by_budget(rng):
+    """The statistics of the LayerNormalization output and of up's input equal numpy's from ORT's own values, and
+    do not change when a small budget splits them over several passes."""
+    model = calib_models.block(rng)
+    x = calib_models.samples(rng, 5, seq=9)
+    feeds = [{"x": xi} for xi in x]
+    one = collect(model, {"h": 128, "s": 128}, feeds, max_rows=16)
+    split = collect(model, {"h": 128, "s": 128}, feeds, max_rows=16, budget=200_000)
+    assert one.passes == 1 and split.passes == 2 and one.samples == 5 and one.tokens == 45
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.extend([onnx.ValueInfoProto(name="h")])
+    h = np.concatenate([ort_run(probe, f)[-1].reshape(-1, 128) for f in feeds]).astype(np.float64)
+    np.testing.assert_allclose(one.stats["h"].gram, h.T @ h, rtol=1e-6)
+    np.testing.assert_allclose(one.stats["h"].abs_mean, np.abs(h).mean(axis=0), rtol=1e-6)
+    for name in ("h", "s"):
+        np.testing.assert_array_equal(one.stats[name].gram, split.stats[name].gram)
+        np.testing.assert_array_equal(one.stats[name].rows, split.stats[name].rows)
+
+
+def test_plan_passes():
+    assert plan_passes({"a": 5, "b": 5, "c": 20, "d": 1}, 10) == [["a", "b"], ["c"], ["d"]]
+
+
+def test_awq_edit_keeps_the_float_function(rng, tmp_path):
+    """AWQ's graph edit alone (weights times s, 1/s folded or multiplied) leaves every output as it was."""
+    model = calib_models.block(rng)
+    np.savez(tmp_path / "c.npz", x=calib_models.samples(rng, 8))
+    config = QuantConfig(method="awq", calib_data=str(tmp_path / "c.npz"))
+    report = QuantReport()
+    config.calibration = calibrate(model, config, base_dir=None, report=report)
+    graph = gs.import_onnx(model)
+    config.calibration.prepare(graph, config, report)
+    edited = gs.export_onnx(graph.cleanup().toposort())
+    assert len(config.calibration.folds) == 3, report.notes
+    assert sum(n.op_type == "Mul" for n in edited.graph.node) == 1
+    x = calib_models.samples(rng, 1, seq=11)[0]
+    for a, b in zip(ort_run(model, {"x": x}), ort_run(edited, {"x": x})):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-5 * np.abs(a).max())
+
+
+def _chain(rng, k: int, layers: int):
+    """x [1, S, K] -> ``layers`` x (MatMul [K, K] -> Relu): a model of ``layers`` * 4 K^2 bytes of weights."""
+    nodes, inits, t = [], [], "x"
+    for i in range(layers):
+        inits.append(numpy_helper.from_array((rng.standard_normal((k, k)) / np.sqrt(k)).astype(np.float32), f"w{i}"))
+        nodes += [helper.make_node("MatMul", [t, f"w{i}"], [f"m{i}"], name=f"fc{i}"),
+                  helper.make_node("Relu", [f"m{i}"], [f"a{i}"], name=f"relu{i}")]
+        t = f"a{i}"
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, [1, "S", k])], [vi(t, TensorProto.FLOAT, [1, "S", k])],
+                      inits)
+
+
+def test_statistics_memory_is_bounded_by_the_budget(rng):
+    """The statistics held at once stay within the budget (plus one tensor's): tracemalloc sees numpy's buffers."""
+    k, layers = 512, 6
+    model = _chain(rng, k, layers)
+    feeds = [{"x": rng.standard_normal((1, 32, k)).astype(np.float32)} for _ in range(4)]
+    gram_bytes = TensorStats.nbytes_for(k, gram=True, max_rows=0)
+    tracemalloc.start()
+    try:
+        data = collect(model, {f"a{i}" if i else "x": k for i in range(layers)}, feeds, max_rows=0,
+                       budget=2 * gram_bytes)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data.passes == 3
+    # all six Gram matrices end up held (the result), but a pass adds at most 2 beside its activations
+    assert peak < layers * gram_bytes + 2 * gram_bytes + (16 << 20), peak
+
+
+_RSS_SCRIPT = """
+import resource, sys
+from graph_passes.__main__ import main
+rc = main(sys.argv[1:])
+print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+sys.exit(rc)
+"""
+
+
+def test_peak_rss_of_a_calibrated_quantize_with_external_data(rng, tmp_path):
+    """quantize --method gptq on a model stored with external data: peak RSS <= model size + 2 GB (the issue's
+    bound), measured in a fresh process."""
+    k, layers = 1024, 8
+    model = _chain(rng, k, layers)
+    path = tmp_path / "chain.onnx"
+    onnx.save_model(model, path, save_as_external_data=True, location="chain.onnx.data", size_threshold=0)
+    np.savez(tmp_path / "c.npz", x=rng.standard_normal((4, 1, 64, k)).astype(np.float32))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), *sys.path]))
+    proc = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, "quantize", str(path), "-o", str(tmp_path / "q.onnx"),
+                           "-q", "--method", "gptq", "--calib-data", str(tmp_path / "c.npz")],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    rss = int(proc.stdout.split("maxrss_kib")[1].split()[0]) * 1024
+    model_bytes = os.path.getsize(tmp_path / "chain.onnx.data")
+    print(f"peak RSS {rss / 2**20:.0f} MiB for a {model_bytes / 2**20:.0f} MiB model")
+    assert rss <= model_bytes + (2 << 30)
+    assert os.path.exists(tmp_path / "q.onnx.data")
