@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, QuantizedWeight, round_scales
+from graph_passes.quantizers.common import for_column_chunks
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,14 @@ def search_params(codec: GroupCodec, wg: np.ndarray, row_weights: np.ndarray | N
 
     ``wg`` [ng, G, N] float32. The error is the weight's squared error, weighted per row by ``row_weights``
     [ng, G, 1] when given (e.g. diag(H)), or the output error ``d^T H_g d`` given ``hblocks`` [ng, G, G].
+    Columns are independent: chunks of them are searched in parallel threads.
     """
+    chunks = for_column_chunks(wg.shape[0] * wg.shape[1], wg.shape[2],
+                               lambda c0, c1: _search(codec, wg[:, :, c0:c1], row_weights, hblocks))
+    return tuple(np.concatenate([c[i] for c in chunks], axis=1) for i in range(len(chunks[0])))
+
+
+def _search(codec: GroupCodec, wg: np.ndarray, row_weights, hblocks):
     best = None
     best_err = None
     h32 = None if hblocks is None else hblocks.astype(np.float32)

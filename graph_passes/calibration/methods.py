@@ -74,7 +74,9 @@ def awq(w, fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios, 
 
 def gptq(w, fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios, name: str = "weight", stats=None):
     calib = _need(stats, name)
-    codec = codec_for(fmt, group_size, asymmetric, act_dtype, clip_ratios, name)
+    # Every other clip ratio: the group search is most of GPTQ's time, and the error feedback makes the finer grid
+    # useless (all-MiniLM-L6-v2 INT4 g128: 0.98256 mean cosine with 10 ratios, 0.98254 with 19; 0.9757 with 1).
+    codec = codec_for(fmt, group_size, asymmetric, act_dtype, tuple(clip_ratios)[::2], name)
     return gptq_quantize(w, calib.inverse_hessian(name), codec, name=name)
 
 
