@@ -32,18 +32,17 @@ RTN = METHODS.add(QuantMethod(name="rtn", summary="round to nearest with a per-g
                               needs_calibration=False,
                               tests=("tests/graph_passes/test_quantize.py::test_search_improves_int4_on_outliers",)))
 
-_CALIB_TESTS = "tests/graph_passes/calibration/"
-AWQ = METHODS.add(QuantMethod(
-    name="awq", summary="activation-aware scaling of input channels, then an output-error clip search "
-                        "(needs calibration data)",
-    quantize=Ref("graph_passes.calibration.methods:awq"), needs_calibration=True,
-    tests=(_CALIB_TESTS + "test_algorithms.py::test_awq_beats_rtn_on_outlier_channels",
-           _CALIB_TESTS + "test_cli.py::test_plugin_equals_qdq")))
-GPTQ = METHODS.add(QuantMethod(
-    name="gptq", summary="rounding error spread over the not yet quantized inputs through the inverse Hessian "
-                         "(needs calibration data)",
-    quantize=Ref("graph_passes.calibration.methods:gptq"), needs_calibration=True,
-    tests=(_CALIB_TESTS + "test_algorithms.py::test_gptq_lowers_output_error_on_correlated_inputs",
-           _CALIB_TESTS + "test_cli.py::test_plugin_equals_qdq")))
+def _calibrated(name: str, summary: str, algorithm_test: str) -> QuantMethod:
+    """A method of ``graph_passes.calibration.methods`` (imported when first used); it needs calibration data."""
+    tests = "tests/graph_passes/calibration/"
+    return METHODS.add(QuantMethod(name=name, summary=f"{summary} (needs calibration data)",
+                                   quantize=Ref(f"graph_passes.calibration.methods:{name}"), needs_calibration=True,
+                                   tests=(tests + algorithm_test, tests + "test_cli.py::test_plugin_equals_qdq")))
+
+
+AWQ = _calibrated("awq", "activation-aware scaling of input channels, then an output-error clip search",
+                  "test_algorithms.py::test_awq_beats_rtn_on_outlier_channels")
+GPTQ = _calibrated("gptq", "rounding error spread over the not yet quantized inputs through the inverse Hessian",
+                   "test_algorithms.py::test_gptq_lowers_output_error_on_correlated_inputs")
 
 __all__ = ["AWQ", "GPTQ", "METHODS", "RTN", "QuantMethod", "rtn"]
