@@ -71,21 +71,29 @@ def search_scales(weights: list[np.ndarray], stats: TensorStats, codec: GroupCod
     return AwqScales(scales=best[2], alpha=best[1], errors={a: e / base for a, e in errors.items()})
 
 
-def gram_blocks(gram: np.ndarray, n_rows: int, scales: np.ndarray, group: int) -> np.ndarray | None:
-    """Diagonal blocks [K/G, G, G] of ``diag(1/s) H diag(1/s)`` (H = gram / n), or None above 256 rows a group."""
-    k = gram.shape[0]
-    if group > _MAX_BLOCK:
-        return None
+@dataclass
+class ClipStats:
+    """What the clip search needs of the scaled input (kept instead of its Gram matrix): the diagonal blocks
+    [K/G, G, G] of ``diag(1/s) H diag(1/s)`` for groups of up to 256 rows, else None, and its diagonal [K]."""
+
+    blocks: np.ndarray | None
+    diag: np.ndarray
+
+
+def clip_stats(stats: TensorStats, scales: np.ndarray, group: int) -> ClipStats:
+    k = stats.k
     inv = 1.0 / scales.astype(np.float64)
+    h = stats.gram / max(stats.n_rows, 1)
+    diag = np.diag(h) * inv * inv
+    if group > _MAX_BLOCK:
+        return ClipStats(None, diag)
     idx = np.arange(k).reshape(k // group, group)
-    blocks = gram[idx[:, :, None], idx[:, None, :]] / max(n_rows, 1)
-    return blocks * inv[idx][:, :, None] * inv[idx][:, None, :]
+    blocks = h[idx[:, :, None], idx[:, None, :]] * inv[idx][:, :, None] * inv[idx][:, None, :]
+    return ClipStats(blocks, diag)
 
 
-def quantize_scaled(ws: np.ndarray, stats: TensorStats, scales: np.ndarray, codec: GroupCodec) -> QuantizedWeight:
+def quantize_scaled(ws: np.ndarray, clip: ClipStats, codec: GroupCodec) -> QuantizedWeight:
     """Quantize the already scaled weight ``ws = diag(s) W`` with the output-error clip search."""
-    blocks = gram_blocks(stats.gram, stats.n_rows, scales, codec.rows_per_group(ws.shape[0]))
-    if blocks is not None:
-        return quantize_weight(codec, ws, hblocks=blocks)
-    diag = np.diag(stats.gram) / max(stats.n_rows, 1) / np.square(scales.astype(np.float64))
-    return quantize_weight(codec, ws, row_weights=diag)
+    if clip.blocks is not None:
+        return quantize_weight(codec, ws, hblocks=clip.blocks)
+    return quantize_weight(codec, ws, row_weights=clip.diag)

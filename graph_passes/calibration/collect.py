@@ -1,9 +1,9 @@
 """Calibration statistics with ONNX Runtime: each quantizable linear's input becomes an extra graph output, the model
 runs on every calibration sample, and each sample's activations update :class:`TensorStats` and are dropped.
 
-Memory: the statistics of all tensors may not fit (a Gram matrix is 8 K^2 bytes), so the tensors are split into
-passes whose statistics fit ``budget_bytes`` (a tensor larger than the budget gets a pass of its own), and the
-samples are run once per pass. The session reads the model's external data from the model's folder itself (the
+Memory: the statistics of all tensors may not fit (a Gram matrix is 8 K^2 bytes), so :func:`plan_passes` splits the
+tensors into passes whose statistics fit a budget (a tensor larger than the budget gets a pass of its own), and the
+samples are run once per pass (``graph_passes.calibration.methods.Calibration``). The session reads the model's external data from the model's folder itself (the
 protobuf handed to it holds no weights); the CUDA provider is used when ONNX Runtime has it.
 """
 
@@ -26,7 +26,6 @@ class CalibrationData:
     stats: dict[str, TensorStats]   # by activation tensor name
     samples: int
     tokens: int                     # rows of the largest input seen (tokens for a transformer)
-    passes: int
 
 
 def plan_passes(sizes: dict[str, int], budget: int) -> list[list[str]]:
@@ -83,30 +82,25 @@ def _bar(total: int, desc: str, enabled: bool):
 
 
 def collect(model, tensors: dict[str, int], feeds: list[dict[str, np.ndarray]], *, base_dir: str | None = None,
-            gram: bool = True, max_rows: int = DEFAULT_MAX_ROWS, budget: int = DEFAULT_BUDGET,
-            progress: bool = False, seed: int = 0) -> CalibrationData:
-    """Statistics of ``tensors`` ({name: channels K}) of ``model`` (ModelProto, external data left on disk)."""
-    sizes = {n: TensorStats.nbytes_for(k, gram=gram, max_rows=max_rows) for n, k in tensors.items()}
-    passes = plan_passes(sizes, budget)
-    seeds = {n: seed + i for i, n in enumerate(tensors)}  # a tensor's sample does not depend on the passes
-    stats: dict[str, TensorStats] = {}
-    for p, names in enumerate(passes):
-        sess = _session(model, names, base_dir)
-        current = {n: TensorStats(tensors[n], gram=gram, max_rows=max_rows, seed=seeds[n]) for n in names}
-        label = "calibrating" + (f" {p + 1}/{len(passes)}" if len(passes) > 1 else "")
-        with _bar(len(feeds), label, progress) as bar:
-            for i, feed in enumerate(feeds):
+            gram: bool = True, max_rows: int = DEFAULT_MAX_ROWS, progress: bool = False, label: str = "calibrating",
+            seeds: dict[str, int] | None = None) -> CalibrationData:
+    """Statistics of ``tensors`` ({name: channels K}) of ``model`` (ModelProto, external data left on disk), in one
+    run over the samples; ``seeds`` (by name, default 0, 1, ...) seed each tensor's row sample."""
+    names = list(tensors)
+    seeds = seeds or {n: i for i, n in enumerate(names)}
+    sess = _session(model, names, base_dir)
+    stats = {n: TensorStats(tensors[n], gram=gram, max_rows=max_rows, seed=seeds[n]) for n in names}
+    with _bar(len(feeds), label, progress) as bar:
+        for i, feed in enumerate(feeds):
+            try:
+                values = sess.run(names, feed)
+            except Exception as exc:  # noqa: BLE001
+                raise UserError(f"calibration sample {i}: ONNX Runtime failed: {_first_line(exc)}") from None
+            for name, value in zip(names, values):
                 try:
-                    values = sess.run(names, feed)
-                except Exception as exc:  # noqa: BLE001
-                    raise UserError(f"calibration sample {i}: ONNX Runtime failed: {_first_line(exc)}") from None
-                for name, value in zip(names, values):
-                    try:
-                        current[name].update(value)
-                    except ValueError as exc:
-                        raise UserError(f"calibration sample {i}: input '{name}' of a linear: {exc}") from None
-                bar.update(1)
-        del sess
-        stats.update(current)
+                    stats[name].update(value)
+                except ValueError as exc:
+                    raise UserError(f"calibration sample {i}: input '{name}' of a linear: {exc}") from None
+            bar.update(1)
     tokens = max((s.n_rows for s in stats.values()), default=0)
-    return CalibrationData(stats=stats, samples=len(feeds), tokens=tokens, passes=len(passes))
+    return CalibrationData(stats=stats, samples=len(feeds), tokens=tokens)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graph_passes.calibration.awq import gram_blocks, quantize_scaled, search_scales
+from graph_passes.calibration.awq import clip_stats, quantize_scaled, search_scales
 from graph_passes.calibration.codec import int_codec, quantize_weight
 from graph_passes.calibration.gptq import gptq_quantize, inverse_hessian
 from graph_passes.calibration.stats import TensorStats
@@ -157,7 +157,7 @@ def test_awq_beats_rtn_on_outlier_channels(rng, group_size):
     assert found.alpha > 0 and not found.identity
     big = gain > 1
     assert found.scales[big].min() > found.scales[~big].max()  # the salient channels get the largest scales
-    q = quantize_scaled(w * found.scales[:, None], st, found.scales, codec)
+    q = quantize_scaled(w * found.scales[:, None], clip_stats(st, found.scales, codec.rows_per_group(256)), codec)
     w_hat = q.dequantize() / found.scales[:, None]
     x_eval = (rng.standard_normal((1024, w.shape[0])) * gain).astype(np.float32)  # fresh rows
     e_rtn = _out_err(x_eval, w, quantize_weight(codec, w).dequantize())
@@ -174,11 +174,12 @@ def test_awq_keeps_identity_when_nothing_to_gain(rng):
     assert min(found.errors.values()) == found.errors[found.alpha] <= found.errors[0.0] == 1.0
 
 
-def test_gram_blocks_are_scaled_diagonal_blocks(rng):
-    x = rng.standard_normal((100, 64))
-    gram = x.T @ x
+def test_clip_stats_are_scaled_diagonal_blocks(rng):
+    x = rng.standard_normal((100, 64)).astype(np.float32).astype(np.float64)  # the statistics read float32
+    st = _stats(x)
     s = rng.uniform(0.5, 2.0, 64).astype(np.float32)
-    blocks = gram_blocks(gram, 100, s, 32)
-    h = (gram / 100) / np.outer(s.astype(np.float64), s.astype(np.float64))
-    np.testing.assert_allclose(blocks[1], h[32:, 32:], rtol=1e-12)
-    assert gram_blocks(gram, 100, s, 512) is None
+    clip = clip_stats(st, s, 32)
+    h = (x.T @ x / 100) / np.outer(s.astype(np.float64), s.astype(np.float64))
+    np.testing.assert_allclose(clip.blocks[1], h[32:, 32:], rtol=1e-10)
+    np.testing.assert_allclose(clip.diag, np.diag(h), rtol=1e-10)
+    assert clip_stats(st, s, 512).blocks is None

@@ -67,7 +67,8 @@ def test_plugin_equals_qdq(block, capsys, method, options):
     plugin, qdq = block.with_name("p.onnx"), block.with_name("q.onnx")
     report = _quantize(block, plugin, "--method", method, *options)
     report_qdq = _quantize(block, qdq, "--method", method, "--format", "qdq", *options)
-    assert "calibration: 12 sample(s), 192 token(s) per linear input, method " + method in report["notes"]
+    assert f"calibration: 12 sample(s), 192 token(s) per linear input, statistics in 1 pass(es), method {method}" \
+        in report["notes"]
     assert len(report["rewritten"]) == 5 and len(report_qdq["rewritten"]) == 5
     assert [n for n in report["notes"] if n.startswith("awq")] == [n for n in report_qdq["notes"]
                                                                   if n.startswith("awq")]

@@ -23,24 +23,25 @@ from graph_passes.report import QuantReport
 from woq_models import make_model, ort_run
 
 
-def test_collect_matches_numpy_and_is_split_by_budget(rng):
-    """The statistics of the LayerNormalization output and of up's input equal numpy's from ORT's own values, and
-    do not change when a small budget splits them over several passes."""
+def test_collect_matches_numpy_and_does_not_depend_on_the_grouping(rng):
+    """The statistics of the LayerNormalization output equal numpy's from ORT's own values, and gathering two
+    tensors together or in separate runs gives identical statistics (row samples included)."""
     model = calib_models.block(rng)
     x = calib_models.samples(rng, 5, seq=9)
     feeds = [{"x": xi} for xi in x]
-    one = collect(model, {"h": 128, "s": 128}, feeds, max_rows=16)
-    split = collect(model, {"h": 128, "s": 128}, feeds, max_rows=16, budget=200_000)
-    assert one.passes == 1 and split.passes == 2 and one.samples == 5 and one.tokens == 45
+    seeds = {"h": 0, "s": 1}
+    one = collect(model, {"h": 128, "s": 128}, feeds, max_rows=16, seeds=seeds)
+    apart = [collect(model, {n: 128}, feeds, max_rows=16, seeds=seeds) for n in ("h", "s")]
+    assert one.samples == 5 and one.tokens == 45
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     probe.graph.output.extend([onnx.ValueInfoProto(name="h")])
     h = np.concatenate([ort_run(probe, f)[-1].reshape(-1, 128) for f in feeds]).astype(np.float64)
     np.testing.assert_allclose(one.stats["h"].gram, h.T @ h, rtol=1e-6)
     np.testing.assert_allclose(one.stats["h"].abs_mean, np.abs(h).mean(axis=0), rtol=1e-6)
-    for name in ("h", "s"):
-        np.testing.assert_array_equal(one.stats[name].gram, split.stats[name].gram)
-        np.testing.assert_array_equal(one.stats[name].rows, split.stats[name].rows)
+    for name, data in zip(("h", "s"), apart):
+        np.testing.assert_array_equal(one.stats[name].gram, data.stats[name].gram)
+        np.testing.assert_array_equal(one.stats[name].rows, data.stats[name].rows)
 
 
 def test_plan_passes():
@@ -53,7 +54,8 @@ def test_awq_edit_keeps_the_float_function(rng, tmp_path):
     np.savez(tmp_path / "c.npz", x=calib_models.samples(rng, 8))
     config = QuantConfig(method="awq", calib_data=str(tmp_path / "c.npz"))
     report = QuantReport()
-    config.calibration = calibrate(model, config, base_dir=None, report=report)
+    config.calibration = calibrate(model, config, base_dir=None, report=report, budget=100_000)
+    assert len(config.calibration.plan) == 3  # AWQ's search goes pass by pass too
     graph = gs.import_onnx(model)
     config.calibration.prepare(graph, config, report)
     edited = gs.export_onnx(graph.cleanup().toposort())
@@ -77,22 +79,31 @@ def _chain(rng, k: int, layers: int):
                       inits)
 
 
-def test_statistics_memory_is_bounded_by_the_budget(rng):
-    """The statistics held at once stay within the budget (plus one tensor's): tracemalloc sees numpy's buffers."""
+def test_gptq_statistics_are_held_one_pass_at_a_time(rng, tmp_path):
+    """With a budget of two Gram matrices, GPTQ's statistics of six inputs come in three passes as the nodes are
+    reached, and what is held at once stays at one pass (tracemalloc sees numpy's buffers)."""
     k, layers = 512, 6
     model = _chain(rng, k, layers)
-    feeds = [{"x": rng.standard_normal((1, 32, k)).astype(np.float32)} for _ in range(4)]
+    np.savez(tmp_path / "c.npz", x=rng.standard_normal((4, 1, 32, k)).astype(np.float32))
+    config = QuantConfig(method="gptq", calib_data=str(tmp_path / "c.npz"))
     gram_bytes = TensorStats.nbytes_for(k, gram=True, max_rows=0)
+    report = QuantReport()
+    calibration = calibrate(model, config, base_dir=None, report=report, budget=2 * gram_bytes)
+    assert len(calibration.plan) == 3
     tracemalloc.start()
     try:
-        data = collect(model, {f"a{i}" if i else "x": k for i in range(layers)}, feeds, max_rows=0,
-                       budget=2 * gram_bytes)
+        for name in ["x"] + [f"a{i}" for i in range(layers - 1)]:
+            got = calibration.for_tensor(name)
+            assert got.stats.n_rows == 4 * 32 and len(calibration.inputs) <= 2
+            del got
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert data.passes == 3
-    # all six Gram matrices end up held (the result), but a pass adds at most 2 beside its activations
-    assert peak < layers * gram_bytes + 2 * gram_bytes + (16 << 20), peak
+    # one pass (2 Gram matrices and the product being added) and the serialized model handed to ONNX Runtime;
+    # holding all six Gram matrices would add 6.3 MB more
+    assert peak < 3 * gram_bytes + model.ByteSize() + (2 << 20), (peak, model.ByteSize())
+    assert "calibration: 4 sample(s), 128 token(s) per linear input, statistics in 3 pass(es), method gptq" \
+        in report.notes
 
 
 _RSS_SCRIPT = """
