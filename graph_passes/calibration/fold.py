@@ -7,6 +7,7 @@ so that no other reader of X sees the change):
   * X from a ``Mul`` by a constant of K values (an RMSNorm's weight): that constant divided by s;
   * X from a linear ``MatMul`` (+ ``Add`` of a constant bias) with a constant [K_prev, K] weight: its weight's
     columns (and the bias) divided by s;
+  * the same behind a ``Cast`` read by nothing else (a float32 norm inside an fp16 graph);
   * otherwise a new ``Mul(X, 1/s)`` feeds the scaled linears (X's other readers keep X).
 New constants are created (a constant may be shared by other nodes); the graph dtype is kept.
 """
@@ -64,14 +65,14 @@ def _fold_into_norm(node, k, inv, const) -> str | None:
     return f"{node.op} '{node.name}' (scale{' and bias' if len(new) > 1 else ''})"
 
 
-def _fold_into_mul(node, x, k, inv, const) -> str | None:
-    others = [i for i, t in enumerate(node.inputs) if t is not x]
-    if len(node.inputs) != 2 or len(others) != 1:
+def _fold_into_mul(node, k, inv, const) -> str | None:
+    """``node`` multiplies by a constant of K values (and by one other, computed, input)."""
+    scaled = [(i, _scaled_vector(t, k, inv)) for i, t in enumerate(node.inputs)]
+    found = [(i, v) for i, v in scaled if v is not None]
+    if len(node.inputs) != 2 or len(found) != 1:
         return None
-    v = _scaled_vector(node.inputs[others[0]], k, inv)
-    if v is None:
-        return None
-    node.inputs[others[0]] = const(f"{node.inputs[others[0]].name}_awq", v)
+    i, v = found[0]
+    node.inputs[i] = const(f"{node.inputs[i].name}_awq", v)
     return f"Mul '{node.name}' (constant)"
 
 
@@ -101,11 +102,13 @@ def _fold_into_linear(node, k, inv, const) -> str | None:
     return f"MatMul '{node.name}' (weight columns{' and bias' if add is not None else ''})"
 
 
-def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names) -> Fold:
-    """Divide activation ``x`` (gs.Variable) of the linear ``nodes`` by ``scales`` [K] (see the module docstring).
+def _single_use(t, graph) -> bool:
+    return len(t.outputs) == 1 and t not in graph.outputs
 
-    The nodes' weights must already be multiplied by ``scales``. ``names``: a NameScope for new tensors / nodes.
-    """
+
+def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype) -> Fold:
+    """Divide activation ``x`` (gs.Variable of numpy ``dtype``) of the linear ``nodes`` by ``scales`` [K] (see the
+    module docstring). The nodes' weights must already be multiplied by ``scales``. ``names``: a NameScope."""
     import onnx_graphsurgeon as gs
 
     k = scales.size
@@ -119,15 +122,16 @@ def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names) -> Fold:
     where = None
     if only_ours and len(x.inputs) == 1:
         producer = x.inputs[0]
+        if producer.op == "Cast" and _single_use(producer.inputs[0], graph):  # an fp32 norm inside an fp16 graph
+            producer = producer.inputs[0].inputs[0] if len(producer.inputs[0].inputs) == 1 else producer
         if producer.op in NORMS:
             where = _fold_into_norm(producer, k, inv, const)
         elif producer.op == "Mul":
-            where = _fold_into_mul(producer, x, k, inv, const)
+            where = _fold_into_mul(producer, k, inv, const)
         elif producer.op in ("MatMul", "Add"):
             where = _fold_into_linear(producer, k, inv, const)
     if where is None:
-        dtype = np.dtype(x.dtype) if x.dtype is not None else np.dtype(np.float32)
-        scaled = gs.Variable(names(f"{x.name}_awq"), dtype=x.dtype, shape=x.shape)
+        scaled = gs.Variable(names(f"{x.name}_awq"), dtype=dtype, shape=x.shape)
         mul = names(f"{x.name}_awq_mul")
         graph.layer(op="Mul", name=mul, inputs=[x, const(f"{x.name}_awq_inv_scale", inv.astype(dtype))],
                     outputs=[scaled])

@@ -179,7 +179,7 @@ class Calibration:
             return
         for m, w in zip(ms, weights):
             _set_weight(m, w * found.scales[:, None], names)
-        fold = fold_input_scale(graph, ms[0].x, [m.node for m in ms], found.scales, names)
+        fold = fold_input_scale(graph, ms[0].x, [m.node for m in ms], found.scales, names, ms[0].dtype)
         self.aliases[ms[0].node.inputs[0].name] = x_name
         self.folds.append((fold, found.alpha))
 

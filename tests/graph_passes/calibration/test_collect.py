@@ -7,6 +7,7 @@ import resource
 import subprocess
 import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -64,6 +65,33 @@ def test_awq_edit_keeps_the_float_function(rng, tmp_path):
     x = calib_models.samples(rng, 1, seq=11)[0]
     for a, b in zip(ort_run(model, {"x": x}), ort_run(edited, {"x": x})):
         np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-5 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_awq_edit_on_the_llama_sample_folds_into_rmsnorm(tmp_path, dtype):
+    """The Llama-style sample: q/k/v's and gate/up's 1/s go into the RMSNorm weights (behind the Cast of an fp16
+    graph), o_proj and down_proj get a Mul of the graph's dtype, and the float outputs do not change."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "samples" / "llama"))
+    from build_model import build
+
+    model = build(hidden=256, intermediate=512, layers=1, heads=4, vocab=512, dtype=dtype, max_seq=64)
+    ids = np.random.default_rng(0).integers(0, 512, (6, 1, 16))
+    np.savez(tmp_path / "c.npz", input_ids=ids)
+    config = QuantConfig(method="awq", calib_data=str(tmp_path / "c.npz"))
+    report = QuantReport()
+    config.calibration = calibrate(model, config, base_dir=None, report=report)
+    graph = gs.import_onnx(model)
+    config.calibration.prepare(graph, config, report)
+    edited = gs.export_onnx(graph.cleanup().toposort())
+    notes = " | ".join(report.notes)
+    assert "v_proj: 1/s folded into Mul 'layers.0.input_layernorm.scale' (constant)" in notes, notes
+    assert "up_proj: 1/s folded into Mul 'layers.0.post_attention_layernorm.scale' (constant)" in notes, notes
+    assert "lm_head: 1/s folded into Mul 'norm.scale' (constant)" in notes, notes
+    assert "o_proj: 1/s folded into a new Mul" in notes, notes
+    feed = {"input_ids": ids[0]}
+    ref, got = ort_run(model, feed)[0].astype(np.float64), ort_run(edited, feed)[0].astype(np.float64)
+    tol = 2e-5 if dtype == "fp32" else 2e-2
+    np.testing.assert_allclose(got, ref, atol=tol * np.abs(ref).max())
 
 
 def _chain(rng, k: int, layers: int):
