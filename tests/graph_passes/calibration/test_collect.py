@@ -71,10 +71,13 @@ def test_awq_edit_keeps_the_float_function(rng, tmp_path):
 def test_awq_edit_on_the_llama_sample_folds_into_rmsnorm(tmp_path, dtype):
     """The Llama-style sample: q/k/v's and gate/up's 1/s go into the RMSNorm weights (behind the Cast of an fp16
     graph), o_proj and down_proj get a Mul of the graph's dtype, and the float outputs do not change."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "samples" / "llama"))
-    from build_model import build
+    import importlib.util
 
-    model = build(hidden=256, intermediate=512, layers=1, heads=4, vocab=512, dtype=dtype, max_seq=64)
+    path = Path(__file__).resolve().parents[3] / "samples" / "llama" / "build_model.py"
+    spec = importlib.util.spec_from_file_location("llama_build_model", path)  # samples/transformer has one too
+    llama = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama)
+    model = llama.build(hidden=256, intermediate=512, layers=1, heads=4, vocab=512, dtype=dtype, max_seq=64)
     ids = np.random.default_rng(0).integers(0, 512, (6, 1, 16))
     np.savez(tmp_path / "c.npz", input_ids=ids)
     config = QuantConfig(method="awq", calib_data=str(tmp_path / "c.npz"))
