@@ -75,10 +75,11 @@ def _session(model, outputs: list[str], base_dir: str | None):
         raise UserError(f"ONNX Runtime cannot load the model for calibration: {_first_line(exc)}") from None
 
 
-def _bar(total: int, desc: str, enabled: bool):
+def progress_bar(total: int, desc: str, enabled: bool, unit: str = "sample"):
+    """A tqdm bar on stderr, shown only when asked and stderr is a terminal."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="sample", disable=not (enabled and sys.stderr.isatty()), leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, disable=not (enabled and sys.stderr.isatty()), leave=False)
 
 
 def collect(model, tensors: dict[str, int], feeds: list[dict[str, np.ndarray]], *, base_dir: str | None = None,
@@ -90,7 +91,7 @@ def collect(model, tensors: dict[str, int], feeds: list[dict[str, np.ndarray]], 
     seeds = seeds or {n: i for i, n in enumerate(names)}
     sess = _session(model, names, base_dir)
     stats = {n: TensorStats(tensors[n], gram=gram, max_rows=max_rows, seed=seeds[n]) for n in names}
-    with _bar(len(feeds), label, progress) as bar:
+    with progress_bar(len(feeds), label, progress) as bar:
         for i, feed in enumerate(feeds):
             try:
                 values = sess.run(names, feed)

@@ -22,7 +22,7 @@ import numpy as np
 
 from graph_passes.calibration import awq as awq_mod
 from graph_passes.calibration.codec import GroupCodec, int_codec
-from graph_passes.calibration.collect import DEFAULT_BUDGET, DEFAULT_MAX_ROWS, collect, plan_passes
+from graph_passes.calibration.collect import DEFAULT_BUDGET, DEFAULT_MAX_ROWS, collect, plan_passes, progress_bar
 from graph_passes.calibration.fold import Fold, fold_input_scale
 from graph_passes.calibration.gptq import DEFAULT_DAMP, InverseHessian, gptq_quantize, inverse_hessian
 from graph_passes.calibration.stats import TensorStats
@@ -156,12 +156,14 @@ class Calibration:
             if m.x.name in self.pass_of:
                 groups.setdefault(m.x.name, []).append(m)
         names = NameScope(graph)
-        for index, tensors in enumerate(self.plan):
-            stats = self._load(index)
-            for x_name in tensors:
-                if x_name in groups and stats[x_name].n_rows:
-                    self._scale(graph, config, groups[x_name], stats[x_name], names)
-            del stats
+        with progress_bar(len(groups), "awq scale search", self.progress, unit="input") as bar:
+            for index, tensors in enumerate(self.plan):
+                stats = self._load(index)
+                for x_name in tensors:
+                    if x_name in groups and stats[x_name].n_rows:
+                        self._scale(graph, config, groups[x_name], stats[x_name], names)
+                    bar.update(x_name in groups)
+                del stats
         graph.cleanup()
         for fold, alpha in self.folds:
             report.notes.append(f"awq: {fold.describe()} (alpha {alpha:.2f})")
