@@ -1,23 +1,32 @@
 """Accuracy of a quantized model against its original, through polygraphy's Comparator and ONNX Runtime.
 
-    report = compare("model.onnx", "model.woq.onnx", min_cosine=0.999)
-    print(report.format())            # per output: max abs error, max rel error, cosine; then PASSED | FAILED
+    report = compare("model.onnx", "model.woq.onnx")            # or data="inputs.npz", data_script="load.py:FUNC"
+    print(report.format())   # per output: max abs error, max rel error, cosine; the threshold; PASSED | FAILED
 
-Both models run on the same generated inputs (a seeded generator: floats N(0, 1); integer inputs that index a
-Gather of a constant table are drawn from that table's rows, others from [0, 16); dynamic dims from ``input_shapes``
-or the defaults below). A plugin-format model (``trt_woq::WeightOnlyLinear`` nodes) cannot run in ONNX Runtime, so
-it runs as its **Q/DQ twin**, built here by unpacking every WeightOnlyLinear node's packed weight into
+PASSED means: every output of the quantized model is finite and non-empty and its cosine similarity to the
+original's (over all samples) is at least ``min_cosine``, by default :data:`DEFAULT_MIN_COSINE` for the lowest weight
+bit width found in the quantized model (shown in the output).
+
+Inputs: real ones from an ``.npz`` file or a data-loader script (:mod:`graph_passes.feeds`), else one generated
+sample (seeded): floats N(0, 1); by input name, masks (``*mask*``) all ones, ``*token_type*`` zeros, ``*position*``
+``0 .. seq-1`` along the last axis; other integer inputs (``input_ids``) index the rows of the constant table a
+Gather reads them with, else ``[0, 16)``. Dynamic dims come from ``input_shapes``; a named dim given for one input
+(``seq`` of input_ids) holds for every input that shares it; the rest default to 2 (first dim) and 32.
+
+A plugin-format model (``trt_woq::WeightOnlyLinear`` nodes) cannot run in ONNX Runtime, so it runs as its **Q/DQ
+twin**, built here by unpacking every WeightOnlyLinear node's packed weight (subgraphs included) into
 ``DequantizeLinear`` (opset 21, ``block_size`` for groups) + ``MatMul`` (+ ``Add`` for the bias): the same integer
 values, scales and zero points that the plugin reads, so the comparison measures what the file holds.
 
 ONNX Runtime runs with graph optimizations at the BASIC level: at its default level it fuses DequantizeLinear +
 MatMul into MatMulNBits, which quantizes the activations to int8 (accuracy level 4) and adds about 1% error that the
-TensorRT plugin does not have. ``use_trt=True`` hands the job to ``trt_woq.compare.compare_trt`` (the TensorRT
-runner with our plugin) instead. polygraphy, onnxruntime and TensorRT are imported only when a comparison runs.
+TensorRT plugin does not have. The TensorRT side (``python -m trt_woq compare``) lives in ``trt_woq.compare`` and
+reuses :func:`prepare` and :class:`CompareReport`; this module never imports ``trt_woq``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -27,12 +36,22 @@ import numpy as np
 
 from graph_passes.errors import UserError
 from graph_passes.layouts import get_layout
+from graph_passes.passes.checks import by_bits
+from graph_passes.passes.scopes import all_graphs
 
 OP_TYPE = "WeightOnlyLinear"
 DOMAIN = "trt_woq"
 DEFAULT_BATCH = 2        # a dynamic first dimension
 DEFAULT_DYNAMIC_DIM = 32  # any other dynamic dimension (sequence length, ...)
+SMALL_INT_RANGE = 16     # integer inputs that index no constant table: drawn from [0, 16)
+MAX_GENERATED_ELEMENTS = 1 << 28  # per generated input (1 GiB of float32)
 QDQ_OPSET = 21           # DequantizeLinear with block_size and 4-bit types
+# PASSED needs every output's cosine >= this, by the lowest weight bit width in the quantized model. Measured on the
+# sample (samples/llama defaults, logits, input_ids [2, 32], input seeds 0..39): INT8 per-channel min 0.99927
+# (median 0.99951); INT4 g128 min 0.902, INT4 per-channel min 0.864 (medians 0.93). Each threshold sits below the
+# worst seen, so a regular quantization passes; broken ones land far below (0.75 for a BERT fed random masks, 0.05
+# for a bf16 overflow, 0.0 for weights flushed to zero). Deeper or trained models may lose more: --min-cosine.
+DEFAULT_MIN_COSINE = {8: 0.999, 4: 0.85}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -41,18 +60,29 @@ QDQ_OPSET = 21           # DequantizeLinear with block_size and 4-bit types
 
 @dataclass
 class OutputComparison:
-    """One output of the two models, compared in float64."""
+    """One output of the two models (over every sample), compared in float64."""
 
     name: str
-    shape: tuple
+    shape: tuple          # of the first sample
     max_abs: float        # max |q - o|
     max_rel: float        # max |q - o| / max |o|  (normwise: elementwise ratios explode where o is near zero)
     mean_abs: float       # mean |q - o|
     cosine: float         # <o, q> / (|o| |q|) over the flattened output
     finite: bool          # no NaN / Inf in the quantized output
+    size: int             # elements compared
 
-    def passes(self, min_cosine: float | None) -> bool:
-        return self.finite and (min_cosine is None or self.cosine >= min_cosine)
+    def problem(self, min_cosine: float) -> str | None:
+        """Why this output fails, or None when it passes."""
+        if not self.finite:
+            return "NaN/Inf"
+        if self.size == 0:
+            return "empty output"
+        if not self.cosine >= min_cosine:
+            return "below the required cosine"
+        return None
+
+    def passes(self, min_cosine: float) -> bool:
+        return self.problem(min_cosine) is None
 
 
 @dataclass
@@ -60,41 +90,59 @@ class CompareReport:
     original: str
     quantized: str
     via: str                                   # how the quantized model ran
-    input_shapes: dict[str, tuple]
+    input_shapes: dict[str, tuple]             # of the first sample
     seed: int
-    min_cosine: float | None = None
+    min_cosine: float
+    threshold: str = "--min-cosine"            # where min_cosine comes from
+    inputs: str = ""                           # where the inputs come from
+    samples: int = 1
     outputs: list[OutputComparison] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        """False when an output is not finite or, with ``min_cosine`` given, an output's cosine is below it."""
+        """True when there are outputs and every one is finite, non-empty and has cosine >= min_cosine."""
         return bool(self.outputs) and all(o.passes(self.min_cosine) for o in self.outputs)
+
+    def add_outputs(self, original, o_runs: list, q_runs: list, where: str) -> None:
+        """Compares every output of the ``original`` ModelProto over the runs (one dict of outputs a sample)."""
+        for out in original.graph.output:
+            if any(out.name not in r for r in q_runs):
+                raise UserError(f"output {out.name} of the original model is missing from {where}")
+            o = [np.asarray(r[out.name]) for r in o_runs]
+            q = [np.asarray(r[out.name]) for r in q_runs]
+            for oi, qi in zip(o, q):
+                if oi.shape != qi.shape:
+                    raise UserError(f"output {out.name}: shapes differ, original {oi.shape} vs quantized {qi.shape}")
+            flat = compare_arrays(out.name, np.concatenate([x.ravel() for x in o]),
+                                  np.concatenate([x.ravel() for x in q]))
+            self.outputs.append(dataclasses.replace(flat, shape=o[0].shape))
 
     def format(self) -> str:
         shapes = ", ".join(f"{k} {list(v)}" for k, v in self.input_shapes.items())
         lines = [f"compare: {self.original} vs {self.quantized}",
                  f"  quantized model run as: {self.via}",
-                 f"  inputs (seed {self.seed}): {shapes}", ""]
+                 f"  inputs: {self.inputs or f'generated (seed {self.seed})'}; {shapes}"
+                 + (f" (first of {self.samples} samples)" if self.samples > 1 else ""), ""]
         header = f"  {'output':<24} {'shape':<18} {'max abs err':>12} {'max rel err':>12} {'mean abs err':>12} " \
                  f"{'cosine':>10}"
         lines += [header, "  " + "-" * (len(header) - 2)]
         for o in self.outputs:
-            cos = f"{o.cosine:.6f}" if o.finite else "non-finite"
-            mark = "" if o.passes(self.min_cosine) else "  <- below --min-cosine" if o.finite else "  <- NaN/Inf"
+            cos = f"{o.cosine:.6f}" if o.finite and o.size != 0 else "-"
+            problem = o.problem(self.min_cosine)
             lines.append(f"  {o.name:<24} {str(list(o.shape)):<18} {o.max_abs:>12.4g} {o.max_rel:>12.4g} "
-                         f"{o.mean_abs:>12.4g} {cos:>10}{mark}")
-        lines.append("")
-        if self.min_cosine is not None:
-            lines.append(f"  required cosine >= {self.min_cosine}")
+                         f"{o.mean_abs:>12.4g} {cos:>10}" + (f"  <- {problem}" if problem else ""))
+        lines += ["", f"  required: every output finite, non-empty, cosine >= {self.min_cosine} ({self.threshold})"]
         lines.append("PASSED" if self.passed else "FAILED")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"original": self.original, "quantized": self.quantized, "via": self.via, "seed": self.seed,
+                "inputs": self.inputs, "samples": self.samples,
                 "input_shapes": {k: list(v) for k, v in self.input_shapes.items()}, "min_cosine": self.min_cosine,
-                "passed": self.passed,
+                "threshold": self.threshold, "passed": self.passed,
                 "outputs": [{"name": o.name, "shape": list(o.shape), "max_abs": o.max_abs, "max_rel": o.max_rel,
-                             "mean_abs": o.mean_abs, "cosine": o.cosine, "finite": o.finite} for o in self.outputs]}
+                             "mean_abs": o.mean_abs, "cosine": o.cosine, "finite": o.finite, "size": o.size}
+                            for o in self.outputs]}
 
 
 def compare_arrays(name: str, original: np.ndarray, quantized: np.ndarray) -> OutputComparison:
@@ -105,16 +153,41 @@ def compare_arrays(name: str, original: np.ndarray, quantized: np.ndarray) -> Ou
         raise UserError(f"output {name}: shapes differ, original {o.shape} vs quantized {q.shape}")
     finite = bool(np.isfinite(q).all())
     if not np.isfinite(o).all():
-        raise UserError(f"output {name}: the ORIGINAL model produced NaN/Inf on the generated inputs; give other "
-                        f"input shapes or check the model")
+        raise UserError(f"output {name}: the ORIGINAL model produced NaN/Inf on these inputs; give other inputs "
+                        f"or check the model")
     if not finite or o.size == 0:
-        return OutputComparison(name, o.shape, float("inf"), float("inf"), float("inf"), float("nan"), finite)
+        return OutputComparison(name, o.shape, float("inf"), float("inf"), float("inf"), float("nan"), finite, o.size)
     diff = np.abs(q - o)
     ref_max = float(np.abs(o).max())
     denom = float(np.linalg.norm(o) * np.linalg.norm(q))
     cosine = float(np.dot(o.ravel(), q.ravel()) / denom) if denom > 0 else (1.0 if diff.max() == 0 else 0.0)
     return OutputComparison(name, o.shape, float(diff.max()), float(diff.max() / ref_max) if ref_max > 0 else
-                            float(diff.max()), float(diff.mean()), cosine, finite)
+                            float(diff.max()), float(diff.mean()), cosine, finite, o.size)
+
+
+def quantized_bits(model) -> set[int]:
+    """Bit widths of the quantized weights in ``model`` (plugin nodes and Q/DQ weights, subgraphs included)."""
+    from onnx import TensorProto
+
+    dq_bits = {TensorProto.INT4: 4, TensorProto.UINT4: 4, TensorProto.INT8: 8, TensorProto.UINT8: 8}
+    bits = set()
+    for g in all_graphs(model.graph):
+        types = {t.name: t.data_type for t in g.initializer}
+        for node in g.node:
+            if _is_plugin(node):
+                bits.add(int(_attrs(node).get("bits", 0)))
+            elif node.op_type == "DequantizeLinear" and node.input and types.get(node.input[0]) in dq_bits:
+                bits.add(dq_bits[types[node.input[0]]])
+    return bits - {0}
+
+
+def default_min_cosine(model) -> tuple[float, str]:
+    """(threshold, where it comes from) for the weights ``model`` holds: the lowest bit width's entry."""
+    bits = quantized_bits(model)
+    if not bits:
+        return DEFAULT_MIN_COSINE[8], "default; no quantized weight found, as for INT8"
+    b = min(bits)
+    return by_bits(DEFAULT_MIN_COSINE, b), f"default for {b}-bit weights; --min-cosine overrides"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -140,19 +213,99 @@ def _int_tensor(name: str, values: np.ndarray, bits: int):
                               flat.tobytes(), raw=True)
 
 
+def _is_plugin(node) -> bool:
+    return node.op_type == OP_TYPE and node.domain == DOMAIN
+
+
 def has_plugin_nodes(model) -> bool:
-    return any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph.node)
+    return any(_is_plugin(n) for g in all_graphs(model.graph) for n in g.node)
+
+
+def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
+    """The DequantizeLinear + MatMul (+ Add, + Casts) nodes standing for one WeightOnlyLinear node."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    name = node.name or node.output[0]
+    a = _attrs(node)
+    try:
+        bits, group, k, n = int(a["bits"]), int(a["group_size"]), int(a["in_features"]), int(a["out_features"])
+        has_zeros, has_bias, layout = int(a.get("has_zeros", 0)), int(a.get("has_bias", 0)), int(a["layout"])
+    except KeyError as exc:
+        raise UserError(f"{OP_TYPE} node {name}: missing attribute {exc}") from None
+    expected = 3 + has_zeros + has_bias
+    if len(node.input) != expected:
+        raise UserError(f"{OP_TYPE} node {name}: {len(node.input)} inputs, expected {expected} for "
+                        f"has_zeros={has_zeros}, has_bias={has_bias}")
+    consts = []
+    for i in node.input[1:]:
+        if i not in inits:
+            raise UserError(f"{OP_TYPE} node {name}: input {i} is not an initializer; only constant weights "
+                            f"can be turned into a Q/DQ twin")
+        consts.append(numpy_helper.to_array(inits[i], base_dir=""))
+    packed, scales = consts[0], consts[1]
+    zeros = consts[2] if has_zeros else None
+    bias = consts[-1] if has_bias else None
+    u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
+    groups = 1 if group == -1 else k // group
+    scales = scales.reshape(groups, n)
+    act_dtype = scales.dtype
+    # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
+    compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" else act_dtype
+    if compute_dtype != act_dtype:
+        scales = scales.astype(np.float32)
+    z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
+         else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
+    p = f"{name}.qdq"
+    u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
+    if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
+        scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": 1}
+    else:
+        dq_attrs = {"axis": 0, "block_size": group}
+    new_inits += [_int_tensor(u_name, u, bits), numpy_helper.from_array(scales, s_name), _int_tensor(z_name, z, bits)]
+    nodes = []
+    x = node.input[0]
+    if compute_dtype != act_dtype:
+        nodes.append(helper.make_node("Cast", [x], [f"{p}.x_f32"], name=f"{p}.cast_x", to=TensorProto.FLOAT))
+        x = f"{p}.x_f32"
+    nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
+                                  name=f"{p}.dequantize", **dq_attrs))
+    out = node.output[0]
+    mm_out = out if (bias is None and compute_dtype == act_dtype) else f"{p}.matmul_out"
+    nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [mm_out], name=f"{p}.matmul"))
+    if bias is not None:
+        b_name = f"{p}.bias"
+        new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
+        add_out = out if compute_dtype == act_dtype else f"{p}.add_out"
+        nodes.append(helper.make_node("Add", [mm_out, b_name], [add_out], name=f"{p}.add_bias"))
+        mm_out = add_out
+    if compute_dtype != act_dtype:
+        nodes.append(helper.make_node("Cast", [mm_out], [out], name=f"{p}.cast_y", to=TensorProto.BFLOAT16))
+    return nodes
+
+
+def _graph_to_qdq(graph, outer: dict) -> None:
+    """Rewrites ``graph`` and its subgraphs in place; ``outer``: initializers visible from enclosing scopes."""
+    inits = {**outer, **{t.name: t for t in graph.initializer}}
+    new_nodes, new_inits = [], []
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+                _graph_to_qdq(g, inits)
+        new_nodes += _node_to_qdq(node, inits, new_inits) if _is_plugin(node) else [node]
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    graph.initializer.extend(new_inits)
 
 
 def plugin_to_qdq(model):
-    """A copy of ``model`` where every WeightOnlyLinear node is DequantizeLinear + MatMul (+ Add bias).
+    """A copy of ``model`` where every WeightOnlyLinear node (subgraphs included) is DequantizeLinear + MatMul
+    (+ Add bias).
 
     The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
     values the plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
     with a message rather than silently converted.
     """
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset < QDQ_OPSET:
@@ -160,77 +313,16 @@ def plugin_to_qdq(model):
                         f"(blocked DequantizeLinear). Re-run the quantizer, which writes opset {QDQ_OPSET}")
     twin = onnx.ModelProto()
     twin.CopyFrom(model)
-    graph = twin.graph
-    inits = {t.name: t for t in graph.initializer}
-    used_by_other = {i for n in graph.node if not (n.op_type == OP_TYPE and n.domain == DOMAIN) for i in n.input}
-    new_nodes, new_inits, drop = [], [], set()
-    for node in graph.node:
-        if not (node.op_type == OP_TYPE and node.domain == DOMAIN):
-            new_nodes.append(node)
-            continue
-        name = node.name or node.output[0]
-        a = _attrs(node)
-        try:
-            bits, group, k, n = int(a["bits"]), int(a["group_size"]), int(a["in_features"]), int(a["out_features"])
-            has_zeros, has_bias, layout = int(a.get("has_zeros", 0)), int(a.get("has_bias", 0)), int(a["layout"])
-        except KeyError as exc:
-            raise UserError(f"{OP_TYPE} node {name}: missing attribute {exc}") from None
-        expected = 3 + has_zeros + has_bias
-        if len(node.input) != expected:
-            raise UserError(f"{OP_TYPE} node {name}: {len(node.input)} inputs, expected {expected} for "
-                            f"has_zeros={has_zeros}, has_bias={has_bias}")
-        consts = []
-        for i in node.input[1:]:
-            if i not in inits:
-                raise UserError(f"{OP_TYPE} node {name}: input {i} is not an initializer; only constant weights "
-                                f"can be turned into a Q/DQ twin")
-            consts.append(numpy_helper.to_array(inits[i], base_dir=""))
-        packed, scales = consts[0], consts[1]
-        zeros = consts[2] if has_zeros else None
-        bias = consts[-1] if has_bias else None
-        u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
-        groups = 1 if group == -1 else k // group
-        scales = scales.reshape(groups, n)
-        act_dtype = scales.dtype
-        # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
-        compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" else act_dtype
-        if compute_dtype != act_dtype:
-            scales = scales.astype(np.float32)
-        z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
-             else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
-        p = f"{name}.qdq"
-        u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
-        if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
-            scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": 1}
-        else:
-            dq_attrs = {"axis": 0, "block_size": group}
-        new_inits += [_int_tensor(u_name, u, bits), numpy_helper.from_array(scales, s_name),
-                      _int_tensor(z_name, z, bits)]
-        x = node.input[0]
-        if compute_dtype != act_dtype:
-            new_nodes.append(helper.make_node("Cast", [x], [f"{p}.x_f32"], name=f"{p}.cast_x", to=TensorProto.FLOAT))
-            x = f"{p}.x_f32"
-        new_nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
-                                          name=f"{p}.dequantize", **dq_attrs))
-        out = node.output[0]
-        mm_out = out if (bias is None and compute_dtype == act_dtype) else f"{p}.matmul_out"
-        new_nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [mm_out], name=f"{p}.matmul"))
-        if bias is not None:
-            b_name = f"{p}.bias"
-            new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
-            add_out = out if compute_dtype == act_dtype else f"{p}.add_out"
-            new_nodes.append(helper.make_node("Add", [mm_out, b_name], [add_out], name=f"{p}.add_bias"))
-            mm_out = add_out
-        if compute_dtype != act_dtype:
-            new_nodes.append(helper.make_node("Cast", [mm_out], [out], name=f"{p}.cast_y",
-                                              to=TensorProto.BFLOAT16))
-        drop.update(i for i in node.input[1:] if i not in used_by_other)
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    kept = [t for t in graph.initializer if t.name not in drop]
-    del graph.initializer[:]
-    graph.initializer.extend(kept + new_inits)
-    if not any(nd.domain == DOMAIN for nd in graph.node):
+    graphs = list(all_graphs(twin.graph))
+    # Packed tensors that only plugin nodes read (in any graph) are dropped once every node is rewritten.
+    drop = {i for g in graphs for n in g.node if _is_plugin(n) for i in n.input[1:]}
+    drop -= {i for g in graphs for n in g.node if not _is_plugin(n) for i in n.input}
+    _graph_to_qdq(twin.graph, {})
+    for g in all_graphs(twin.graph):
+        kept = [t for t in g.initializer if t.name not in drop]
+        del g.initializer[:]
+        g.initializer.extend(kept)
+    if not any(nd.domain == DOMAIN for g in all_graphs(twin.graph) for nd in g.node):
         imports = [o for o in twin.opset_import if o.domain != DOMAIN]
         del twin.opset_import[:]
         twin.opset_import.extend(imports)
@@ -241,63 +333,115 @@ def plugin_to_qdq(model):
 # Inputs
 # ---------------------------------------------------------------------------------------------------------------
 
-def _np_dtype(elem_type: int) -> np.dtype:
-    from onnx import helper
-
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-
-
-def _gather_rows(model, input_name: str) -> int | None:
-    """Rows of the constant table that ``input_name`` indexes through a Gather (axis 0), if it does."""
-    inits = {t.name: t for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Gather" and len(node.input) == 2 and node.input[1] == input_name \
-                and node.input[0] in inits:
-            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-            return int(inits[node.input[0]].dims[axis])
+def input_role(name: str) -> str | None:
+    """What an input's name says it holds: "token_types", "positions", "mask", "ids", or None."""
+    n = name.lower()
+    for role, words in (("token_types", ("token_type",)), ("positions", ("position",)), ("mask", ("mask",)),
+                        ("ids", ("ids",))):
+        if any(w in n for w in words):
+            return role
     return None
 
 
-def make_inputs(model, input_shapes: dict | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """One feed dict for ``model``'s graph inputs (initializers excluded), as described in the module docstring."""
-    input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
-    init_names = {t.name for t in model.graph.initializer}
-    graph_inputs = [i for i in model.graph.input if i.name not in init_names]
-    unknown = set(input_shapes) - {i.name for i in graph_inputs}
+def _gather_rows(model, input_name: str) -> int | None:
+    """Rows of the constant table that ``input_name`` indexes (directly or through Casts) with a Gather, if any."""
+    inits = {t.name: t for t in model.graph.initializer}
+    names = {input_name}
+    for node in model.graph.node:  # nodes are topologically sorted: Casts of Casts are followed too
+        if node.op_type == "Cast" and node.input and node.input[0] in names:
+            names.add(node.output[0])
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) == 2 and node.input[1] in names and node.input[0] in inits:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            dims = inits[node.input[0]].dims
+            if -len(dims) <= axis < len(dims):
+                return int(dims[axis])
+    return None
+
+
+def _input_shapes(specs, input_shapes: dict) -> dict[str, tuple]:
+    """Concrete shapes: given ones checked, named dynamic dims bound by them, the rest from the defaults."""
+    known = {s.name for s in specs}
+    unknown = set(input_shapes) - known
     if unknown:
-        raise UserError(f"--input-shapes names {', '.join(sorted(unknown))}, which the model does not have; its "
-                        f"inputs are {', '.join(i.name for i in graph_inputs)}")
+        raise UserError(f"--input-shape names {', '.join(sorted(unknown))}, which the model does not have; its "
+                        f"inputs are {', '.join(s.name for s in specs)}")
+    bound: dict[str, int] = {}
+    for s in specs:
+        if s.name not in input_shapes:
+            continue
+        shape = input_shapes[s.name]
+        shown = ["?" if not isinstance(d, int) else d for d in s.shape]
+        if len(shape) != len(s.shape) or any(isinstance(d, int) and d != v for d, v in zip(s.shape, shape)):
+            raise UserError(f"input {s.name}: shape {list(shape)} does not match the model's {shown}")
+        if any(v < 1 for v in shape) or int(np.prod(shape, dtype=np.float64)) > MAX_GENERATED_ELEMENTS:
+            raise UserError(f"input {s.name}: shape {list(shape)}: every dim must be >= 1 and the input at most "
+                            f"{MAX_GENERATED_ELEMENTS} elements")
+        bound.update((d, v) for d, v in zip(s.shape, shape) if isinstance(d, str))
+    shapes = {}
+    for s in specs:
+        shapes[s.name] = input_shapes.get(s.name) or tuple(
+            d if isinstance(d, int) else bound.get(d, DEFAULT_BATCH if i == 0 else DEFAULT_DYNAMIC_DIM)
+            for i, d in enumerate(s.shape))
+    return shapes
+
+
+def make_inputs(model, input_shapes: dict | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """One generated feed dict for ``model``'s graph inputs (initializers excluded), as the module docstring says."""
+    from graph_passes.feeds import model_input_specs
+
+    if seed < 0:
+        raise UserError(f"seed must be >= 0, got {seed}")
+    specs = model_input_specs(model)
+    shapes = _input_shapes(specs, {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()})
     rng = np.random.default_rng(seed)
     feeds = {}
-    for inp in graph_inputs:
-        tt = inp.type.tensor_type
-        dtype = _np_dtype(tt.elem_type)
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if inp.name in input_shapes:
-            shape = input_shapes[inp.name]
-            if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape)):
-                raise UserError(f"input {inp.name}: shape {list(shape)} does not match the model's "
-                                f"{['?' if d is None else d for d in dims]}")
-        else:
-            shape = tuple(d if d is not None else (DEFAULT_BATCH if i == 0 else DEFAULT_DYNAMIC_DIM)
-                          for i, d in enumerate(dims))
-        if np.issubdtype(dtype, np.floating):
-            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    for s in specs:
+        shape, dtype, role = shapes[s.name], s.dtype, input_role(s.name)
+        floating = np.issubdtype(dtype, np.floating) or dtype.name == "bfloat16"
+        if role == "mask" and (floating or dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
+            feeds[s.name] = np.ones(shape, dtype)
+        elif floating:
+            feeds[s.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.bool_:
-            feeds[inp.name] = rng.integers(0, 2, shape).astype(np.bool_)
-        elif np.issubdtype(dtype, np.integer):
-            high = _gather_rows(model, inp.name) or 16
-            feeds[inp.name] = rng.integers(0, high, shape).astype(dtype)
+            feeds[s.name] = rng.integers(0, 2, shape).astype(np.bool_)
+        elif not np.issubdtype(dtype, np.integer):
+            raise UserError(f"input {s.name}: cannot generate data of type {dtype}; give real inputs with --data")
+        elif role == "token_types":
+            feeds[s.name] = np.zeros(shape, dtype)
+        elif role == "positions":
+            feeds[s.name] = np.broadcast_to(np.arange(shape[-1] if shape else 1), shape).astype(dtype)
         else:
-            raise UserError(f"input {inp.name}: cannot generate data of type {dtype}; give the inputs another way")
+            high = _gather_rows(model, s.name) or SMALL_INT_RANGE
+            feeds[s.name] = rng.integers(0, high, shape).astype(dtype)
     return feeds
+
+
+def load_feeds(model, *, input_shapes: dict | None = None, seed: int = 0, data: str | None = None,
+               data_script: str | None = None, samples: int | None = None) -> tuple[list[dict], str]:
+    """(feed dicts, where they come from): real inputs from ``data`` / ``data_script``, else one generated sample."""
+    from graph_passes.feeds import load_npz_feeds, load_script_feeds, model_input_specs
+
+    if data and data_script:
+        raise UserError("give --data or --data-script, not both")
+    if (data or data_script) and input_shapes:
+        raise UserError("--input-shape shapes generated inputs; with --data / --data-script the data sets the shapes")
+    if samples is not None and not (data or data_script):
+        raise UserError("--samples counts samples of --data / --data-script; generated inputs are one sample")
+    if data:
+        feeds = load_npz_feeds(data, model_input_specs(model), samples)
+        return feeds, f"{len(feeds)} sample(s) from {data}"
+    if data_script:
+        feeds = load_script_feeds(data_script, model_input_specs(model), samples)
+        return feeds, f"{len(feeds)} sample(s) from {data_script}"
+    return [make_inputs(model, input_shapes, seed)], f"generated (seed {seed})"
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # compare
 # ---------------------------------------------------------------------------------------------------------------
 
-def _load(path: str, external_data: bool = False):
+def load(path: str, external_data: bool = False):
     """The model; weights stored as external data are read only when asked (the graph and dims are enough unless a
     Q/DQ twin has to be built), which keeps memory down for big models: ONNX Runtime reads the files itself."""
     import onnx
@@ -311,6 +455,29 @@ def _load(path: str, external_data: bool = False):
         raise UserError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
 
 
+def prepare(original_path, quantized_path, via: str, *, input_shapes: dict | None = None, seed: int = 0,
+            min_cosine: float | None = None, data: str | None = None, data_script: str | None = None,
+            samples: int | None = None):
+    """(original ModelProto, quantized ModelProto, feeds, empty CompareReport): the part of a comparison that does
+    not depend on how the models run (the TensorRT comparison of trt_woq.compare shares it)."""
+    if min_cosine is not None and not (-1.0 <= min_cosine <= 1.0):
+        raise UserError(f"min_cosine {min_cosine} is not in [-1, 1]")
+    original_path, quantized_path = str(original_path), str(quantized_path)
+    original = load(original_path)
+    quantized = load(quantized_path)
+    feeds, inputs = load_feeds(original, input_shapes=input_shapes, seed=seed, data=data, data_script=data_script,
+                               samples=samples)
+    q_inputs = {i.name for i in quantized.graph.input} - {t.name for t in quantized.graph.initializer}
+    if q_inputs != set(feeds[0]):
+        raise UserError(f"the models have different inputs: {sorted(feeds[0])} vs {sorted(q_inputs)}")
+    threshold = "--min-cosine"
+    if min_cosine is None:
+        min_cosine, threshold = default_min_cosine(quantized)
+    report = CompareReport(original_path, quantized_path, via, {k: v.shape for k, v in feeds[0].items()}, seed,
+                           min_cosine, threshold, inputs, len(feeds))
+    return original, quantized, feeds, report
+
+
 def _session(model_path: str, name: str):
     import onnxruntime as ort
     from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
@@ -321,23 +488,9 @@ def _session(model_path: str, name: str):
 
 
 def compare(original_path, quantized_path, *, input_shapes: dict | None = None, seed: int = 0,
-            min_cosine: float | None = None, use_trt: bool = False) -> CompareReport:
-    """Run both models on the same generated inputs and compare every output (see the module docstring)."""
-    original_path, quantized_path = str(original_path), str(quantized_path)
-    if use_trt:
-        try:
-            from trt_woq.compare import compare_trt
-            from trt_woq.errors import TrtWoqError
-        except ImportError as exc:
-            raise UserError(f"--trt needs TensorRT and the trt_woq plugin runtime ({exc}); drop --trt to compare "
-                            f"with ONNX Runtime") from None
-        try:
-            return compare_trt(original_path, quantized_path, input_shapes=input_shapes, seed=seed,
-                               min_cosine=min_cosine)
-        except TrtWoqError as exc:  # missing TensorRT / plugin library, failed build: the message says what to do
-            raise UserError(str(exc)) from None
-    if min_cosine is not None and not (-1.0 <= min_cosine <= 1.0):
-        raise UserError(f"min_cosine {min_cosine} is not in [-1, 1]")
+            min_cosine: float | None = None, data: str | None = None, data_script: str | None = None,
+            samples: int | None = None) -> CompareReport:
+    """Run both models with ONNX Runtime on the same inputs and compare every output (see the module docstring)."""
     try:
         import onnxruntime  # noqa: F401
         from polygraphy.comparator import Comparator
@@ -345,41 +498,31 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
         raise UserError(f"compare needs polygraphy and onnxruntime: pip install polygraphy onnxruntime ({exc})") \
             from None
 
-    original = _load(original_path)
-    quantized = _load(quantized_path)
-    feeds = make_inputs(original, input_shapes, seed)
-    q_inputs = {i.name for i in quantized.graph.input} - {t.name for t in quantized.graph.initializer}
-    if q_inputs != set(feeds):
-        raise UserError(f"the models have different inputs: {sorted(feeds)} vs {sorted(q_inputs)}")
-
+    original, quantized, feeds, report = prepare(
+        original_path, quantized_path, "onnxruntime (CPU)", input_shapes=input_shapes, seed=seed,
+        min_cosine=min_cosine, data=data, data_script=data_script, samples=samples)
     with tempfile.TemporaryDirectory(prefix="trt_woq_compare_") as tmp:
-        run_paths, via = {}, "onnxruntime (CPU)"
-        for role, path, model in (("original", original_path, original), ("quantized", quantized_path, quantized)):
+        run_paths = {}
+        for role, path, model in (("original", report.original, original),
+                                  ("quantized", report.quantized, quantized)):
             run_paths[role] = path
             if has_plugin_nodes(model):
                 import onnx
 
-                twin = plugin_to_qdq(_load(path, external_data=True))
+                twin = plugin_to_qdq(load(path, external_data=True))
                 run_paths[role] = os.path.join(tmp, f"{role}_qdq_twin.onnx")
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
                 onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
                 del twin
-                via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
+                report.via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:
             from polygraphy.logger import G_LOGGER
 
             with G_LOGGER.verbosity(G_LOGGER.WARNING):
-                results = Comparator.run(runners, data_loader=[feeds])
+                results = Comparator.run(runners, data_loader=feeds)
         except Exception as exc:  # polygraphy wraps runner failures; keep the message, drop the traceback
-            raise UserError(f"running the models failed: {exc}") from None
-    o_out = results["original"][0]
-    q_out = results["quantized"][0]
-    report = CompareReport(original_path, quantized_path, via, {k: v.shape for k, v in feeds.items()}, seed,
-                           min_cosine)
-    for out in original.graph.output:
-        if out.name not in q_out:
-            raise UserError(f"output {out.name} of the original model is missing from the quantized model")
-        report.outputs.append(compare_arrays(out.name, o_out[out.name], q_out[out.name]))
+            raise UserError(f"running the models failed: {' '.join(str(exc).split())}") from None
+    report.add_outputs(original, list(results["original"]), list(results["quantized"]), "the quantized model")
     return report

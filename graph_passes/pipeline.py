@@ -9,14 +9,12 @@ protobuf's 2 GB limit; otherwise one file.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import shutil
-import tempfile
 
 from graph_passes.config import QuantConfig
 from graph_passes.errors import UserError
+from graph_passes.files import Outputs, all_tensors, external_data_files
 from graph_passes.registry.methods import METHODS
 from graph_passes.report import QuantReport
 
@@ -25,7 +23,21 @@ EXTERNAL_DATA_THRESHOLD = 1 << 30  # bytes of initializers above which the outpu
 
 # ------------------------------------------------------------------------------------------------------------ load
 def load_model(path: str):
-    """(ModelProto without external data loaded, folder of the model, uses_external_data). UserError when unusable."""
+    """(ModelProto without external data loaded, folder of the model, real paths of its external data files, checked
+    by :func:`graph_passes.files.external_data_files`). UserError when unusable."""
+    import onnx
+
+    model = read_graph(path)
+    data_files = external_data_files(model, path)
+    try:  # by path when external data is used, so that the checker finds the data files beside the model
+        onnx.checker.check_model(path if data_files else model)
+    except Exception as exc:  # noqa: BLE001 - ValidationError and friends
+        raise UserError(f"{path}: invalid ONNX model (truncated?): {_first_line(exc)}") from None
+    return model, os.path.dirname(os.path.abspath(path)), data_files
+
+
+def read_graph(path: str):
+    """The ModelProto of ``path`` without its external data; UserError when the file is not an ONNX model."""
     import onnx
 
     if not os.path.exists(path):
@@ -39,23 +51,7 @@ def load_model(path: str):
                         f"{_first_line(exc) or type(exc).__name__}") from None
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise UserError(f"{path}: not an ONNX model (no graph, IR version or opset); is the file truncated?")
-    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-    if external:
-        _check_external_files(model, path)
-    try:  # by path when external data is used, so that the checker finds the data files beside the model
-        onnx.checker.check_model(path if external else model)
-    except Exception as exc:  # noqa: BLE001 - ValidationError and friends
-        raise UserError(f"{path}: invalid ONNX model (truncated?): {_first_line(exc)}") from None
-    return model, os.path.dirname(os.path.abspath(path)), external
-
-
-def _check_external_files(model, path: str) -> None:
-    base = os.path.dirname(os.path.abspath(path))
-    for t in model.graph.initializer:
-        for e in t.external_data:
-            if e.key == "location" and not os.path.isfile(os.path.join(base, e.value)):
-                raise UserError(f"{path}: external data file {e.value!r} of tensor {t.name!r} is missing "
-                                f"(expected beside the model in {base})")
+    return model
 
 
 def _first_line(exc) -> str:
@@ -83,46 +79,37 @@ def _initializer_bytes(model) -> int:
     return total
 
 
-def save_model(model, output_path: str, source_dir: str, external: bool) -> None:
-    """Write ``model`` atomically: into a temporary folder beside ``output_path``, then rename into place.
-
-    Initializers still referring to the input's external data are loaded from ``source_dir`` first.
-    """
+def save_model(model, output_path: str, outputs: Outputs, source_dir: str, external: bool) -> None:
+    """Write ``model`` (and its external data, ``<output>.data``) to the temporary place ``outputs`` gives it; they
+    reach ``output_path`` on ``outputs.commit()``. Tensors still referring to the input's external data (initializers,
+    also of subgraphs, and tensor attributes) are loaded from ``source_dir`` first."""
     import onnx
     from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
-    out_dir = os.path.dirname(os.path.abspath(output_path)) or "."
-    if not os.path.isdir(out_dir):
-        raise UserError(f"{output_path}: output folder {out_dir} does not exist")
-    if not os.access(out_dir, os.W_OK):
-        raise UserError(f"{output_path}: output folder {out_dir} is not writable")
-    for t in model.graph.initializer:
+    for t in all_tensors(model.graph):
         if uses_external_data(t):
             load_external_data_for_tensor(t, source_dir)
             t.data_location = onnx.TensorProto.DEFAULT
             del t.external_data[:]
-    data_name = os.path.basename(output_path) + ".data"
+    tmp_model = outputs.path_for(output_path)
     try:
-        tmp = tempfile.mkdtemp(prefix=".trt-woq-", dir=out_dir)
-    except OSError as exc:
-        raise UserError(f"{output_path}: cannot write in {out_dir}: {exc.strerror}") from None
-    try:
-        tmp_model = os.path.join(tmp, os.path.basename(output_path))
-        try:
-            if external:
-                onnx.save_model(model, tmp_model, save_as_external_data=True, all_tensors_to_one_file=True,
-                                location=data_name, size_threshold=1024)
-            else:
-                onnx.save_model(model, tmp_model)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{output_path}: cannot write the model: {_first_line(exc)}") from None
         if external:
-            os.replace(os.path.join(tmp, data_name), os.path.join(out_dir, data_name))
-        elif os.path.exists(os.path.join(out_dir, data_name)):
-            pass  # an older external-data file of another run stays: it belongs to nobody we know of
-        os.replace(tmp_model, output_path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            onnx.save_model(model, tmp_model, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=os.path.basename(output_path) + ".data", size_threshold=1024)
+        else:
+            onnx.save_model(model, tmp_model)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{output_path}: cannot write the model: {_first_line(exc)}") from None
+
+
+def _outputs(model_path: str, data_files: list[str], force: bool) -> Outputs:
+    return Outputs([(model_path, "input model")] + [(f, "external data of the input model") for f in data_files],
+                   force)
+
+
+def outputs_for(model_path: str, force: bool) -> Outputs:
+    """The :class:`Outputs` of a command that reads the model ``model_path`` (its external data files checked)."""
+    return _outputs(model_path, external_data_files(read_graph(model_path), model_path), force)
 
 
 # -------------------------------------------------------------------------------------------------------- the jobs
@@ -155,13 +142,17 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes import get_pass
+    from graph_passes.passes.checks import keep_overridable_inputs
+    from graph_passes.passes.scopes import hoist_shared_initializers
 
     model = _prepare_opset(model, config, report)
     graph = gs.import_onnx(model)
+    keep_overridable_inputs(model, graph)
     if config.calibration is not None:  # AWQ scales the graph's weights and activations before quantizing
         config.calibration.prepare(graph, config, report)
     get_pass(config.format)(graph, config, report)
     out = gs.export_onnx(graph, do_type_check=False)
+    hoist_shared_initializers(out)
     opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
     out.ir_version = max(model.ir_version, 10 if opset >= 21 else model.ir_version)
     for prop in model.metadata_props:
@@ -173,19 +164,15 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
                    report_path: str | None = None) -> QuantReport:
     """Quantize the ONNX file ``model_path`` into ``output_path``; the input is never modified."""
     output_path = output_path or default_output_path(model_path, config)
-    if os.path.exists(output_path) and not force:
-        raise UserError(f"{output_path}: already exists; pass --force to overwrite it")
-    if os.path.abspath(output_path) == os.path.abspath(model_path):
-        raise UserError(f"{output_path}: is the input model; choose another output path")
-    if report_path and os.path.exists(report_path) and not force:
-        raise UserError(f"{report_path}: already exists; pass --force to overwrite it")
-    for path in filter(None, (output_path, report_path)):
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise UserError(f"{path}: output folder {folder} does not exist")
-        if not os.access(folder, os.W_OK):
-            raise UserError(f"{path}: output folder {folder} is not writable")
-    model, base_dir, external = load_model(model_path)
+    model, base_dir, data_files = load_model(model_path)
+    outputs = _outputs(model_path, data_files, force)
+    fix = "choose another output path (-o)"
+    outputs.add(output_path, "output model", fix)
+    data_path = output_path + ".data"
+    if data_files:
+        outputs.add(data_path, "output's external data", fix)
+    if report_path:
+        outputs.add(report_path, "report", "choose another --report path")
     config = dataclasses.replace(config, external_data_dir=base_dir)  # the caller's config stays as it was
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
                          notes=tensorrt_notes(config))
@@ -204,36 +191,51 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
         report.notes.append(f"{kept} node(s) compute in their graph's own dtype, not --act-dtype {config.act_dtype} "
                             f"(--act-dtype applies to FP32 graphs)")
     report.model_bytes_after = _initializer_bytes(out)
-    report.external_data = external or report.model_bytes_after >= EXTERNAL_DATA_THRESHOLD
-    save_model(out, output_path, base_dir, report.external_data)
-    if report_path:
-        write_text_atomic(report_path, report.to_json() + "\n")
+    report.external_data = bool(data_files) or report.model_bytes_after >= EXTERNAL_DATA_THRESHOLD
+    if report.external_data and not data_files:
+        outputs.add(data_path, "output's external data", fix)
+    with outputs:  # nothing is written before this point
+        save_model(out, output_path, outputs, base_dir, report.external_data)
+        if report_path:
+            outputs.write_text(report_path, report.to_json() + "\n")
+        outputs.commit()
     return report
 
 
-def inspect_model(model_path: str, config: QuantConfig) -> QuantReport:
-    """What :func:`quantize_model` would rewrite and what it would skip, without loading weight values."""
+def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | None = None,
+                  force: bool = False) -> QuantReport:
+    """What :func:`quantize_model` would rewrite and what it would skip, without loading weight values; the summary
+    also goes to ``report_path`` as JSON when given (an existing file only with ``force``)."""
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes._common import op_act_dtype
+    from graph_passes.passes.checks import keep_overridable_inputs
     from graph_passes.passes.match import find_linear_layers
     from graph_passes.report import Rewritten
 
-    model, base_dir, _ = load_model(model_path)
+    model, base_dir, data_files = load_model(model_path)
+    outputs = _outputs(model_path, data_files, force)
+    if report_path:
+        outputs.add(report_path, "report", "choose another --report path")
     config = dataclasses.replace(config, external_data_dir=base_dir)
     report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
     graph = gs.import_onnx(model)
+    keep_overridable_inputs(model, graph)
     matches, skips = find_linear_layers(graph, config)
     seen = set()
     for m in matches:
         act, casts = op_act_dtype(m, config)
         key = m.key(act)
-        report.rewritten.append(Rewritten(node=m.node.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
+        report.rewritten.append(Rewritten(node=m.ref.name, pattern=m.pattern, weight=m.source_name, k=m.k, n=m.n,
                                           act_dtype=act, casts=casts, shared=key in seen))
         seen.add(key)
     for s in skips:
-        report.skip(s.node, s.reason, s.detail)
+        report.skip(s.ref, s.reason, s.detail)
+    if report_path:
+        with outputs:
+            outputs.write_text(report_path, report.to_json() + "\n")
+            outputs.commit()
     return report
 
 
@@ -258,18 +260,3 @@ def _config_dict(config: QuantConfig) -> dict:
             "format": config.format, "act_dtype": config.act_dtype, "include": list(config.include),
             "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout,
             "method": config.method}
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    out_dir = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".trt-woq-", dir=out_dir)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write in {out_dir}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)

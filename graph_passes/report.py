@@ -79,8 +79,9 @@ class QuantReport:
                      + (f", {shared} reusing a shared packed weight" if shared else ""))
         errs = sorted((r.weight_rel_error, r.node) for r in self.rewritten if r.weight_rel_error is not None)
         if errs:
-            lines.append(f"error:     weight relative RMS error median {errs[len(errs) // 2][0]:.4f}, "
-                         f"worst {errs[-1][0]:.4f} ({errs[-1][1]})")
+            # A statistic of the rounding, not a failure: ||W - dequant(W)|| / ||W|| over the rewritten weights.
+            lines.append(f"rounding:  weight quantization error (relative RMS) median {errs[len(errs) // 2][0]:.4f}, "
+                         f"largest {errs[-1][0]:.4f} ({errs[-1][1]})")
         lines.append(f"skipped:   {len(self.skipped)} node(s)")
         for reason, items in self.skip_groups().items():
             names = ", ".join(s.node for s in items[:max_names]) + (", ..." if len(items) > max_names else "")

@@ -1,9 +1,10 @@
 """Time layout v1 packing of a 4096 x 14336 INT4 matrix (a Llama-3-8B MLP projection), and unpacking, on this CPU.
 
-    python3 scripts/pack_timing.py [--k 4096] [--n 14336] [--bits 4] [--repeat 5]
+    python3 scripts/pack_timing.py [--k 4096] [--n 14336] [--bits 4] [--repeat 5] [--seed 0]
 
-Prints the best and median wall time of `pack` and `unpack` (each run on fresh random values) and checks the round
-trip of the last run. Not a test: timings depend on the machine.
+Prints the command that reproduces it (defaults written out), the best and median wall time of `pack` and `unpack`
+(each run on new random values from the seeded generator) and checks the round trip of the last run. Not a test:
+timings depend on the machine.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=14336)
     parser.add_argument("--bits", type=int, choices=(4, 8), default=4)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random values (default 0)")
     args = parser.parse_args()
 
-    rng = np.random.default_rng()
+    print(f"python3 scripts/pack_timing.py --k {args.k} --n {args.n} --bits {args.bits} --repeat {args.repeat} "
+          f"--seed {args.seed}")
+    rng = np.random.default_rng(args.seed)
     pack_s, unpack_s = [], []
     for _ in range(args.repeat):
         u = rng.integers(0, 1 << args.bits, size=(args.k, args.n), dtype=np.uint8)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_passes.errors import QuantizationError
+from graph_passes.passes.checks import WeightCheckError, quantize_checked
 from graph_passes.passes.match import find_linear_layers
 from graph_passes.progress import ProgressBar
 from graph_passes.registry.methods import METHODS
@@ -26,7 +27,8 @@ class NameScope:
     """Tensor / node names not yet used in the graph."""
 
     def __init__(self, graph):
-        self.used = set(graph.tensors().keys()) | {n.name for n in graph.nodes}
+        graphs = [graph, *graph.subgraphs(recursive=True)]
+        self.used = {name for g in graphs for name in g.tensors()} | {n.name for g in graphs for n in g.nodes}
 
     def __call__(self, base: str) -> str:
         base = base or "woq"
@@ -60,9 +62,11 @@ class QuantizeOnce:
         try:
             w = match.load_weight(self.config.external_data_dir)
             c = self.config
+            name = f"{match.node.name} (weight '{match.source_name}')"
             stats = None if c.calibration is None else c.calibration.for_tensor(match.x.name)
-            qw = self.method.quantize(w, self.fmt, c.group_size, c.asymmetric, act_dtype, c.clip_ratios,
-                                      name=f"{match.node.name} (weight '{match.source_name}')", stats=stats)
+            qw = quantize_checked(lambda: self.method.quantize(w, self.fmt, c.group_size, c.asymmetric, act_dtype,
+                                                               c.clip_ratios, name=name, stats=stats),
+                                  w, act_dtype, match.graph_act == "fp32", name)
             del w
         except QuantizationError as exc:
             self.failed[key] = exc
@@ -80,6 +84,8 @@ def progress_bar(total: int, config) -> ProgressBar:
 def skip_reason_of(exc: QuantizationError) -> tuple[str, str]:
     """(groupable reason, detail) for a weight the quantizer refused."""
     msg = str(exc)
+    if isinstance(exc, WeightCheckError):
+        return exc.reason, msg
     if "NaN/Inf" in msg:
         return "NaN/Inf in weight", msg
     if "overflows" in msg:
@@ -99,7 +105,7 @@ class PassRun:
         self.report = report if report is not None else QuantReport()
         self.matches, skips = find(graph, config)
         for s in skips:
-            self.report.skip(s.node, s.reason, s.detail)
+            self.report.skip(s.ref, s.reason, s.detail)
         self.names = NameScope(graph)
         self.cache = QuantizeOnce(config)
         self.bar = progress_bar(len(self.matches), config)
@@ -109,14 +115,14 @@ class PassRun:
         try:
             return self.cache.get(match, act_dtype, build)
         except QuantizationError as exc:
-            self.report.skip(match.node, *skip_reason_of(exc))
-            self.bar.update(match.node.name)
+            self.report.skip(match.ref, *skip_reason_of(exc))
+            self.bar.update(match.ref.name)
             return None
 
     def rewritten(self, match, act_dtype: str, casts: bool, shared: bool) -> None:
         """Records one rewritten node and advances the progress bar."""
-        self.report.rewritten.append(Rewritten(node=match.node.name, pattern=match.pattern, weight=match.source_name,
+        self.report.rewritten.append(Rewritten(node=match.ref.name, pattern=match.pattern, weight=match.source_name,
                                                k=match.k, n=match.n,
                                                weight_rel_error=self.cache.rel_errors[match.key(act_dtype)],
                                                act_dtype=act_dtype, casts=casts, shared=shared))
-        self.bar.update(match.node.name)
+        self.bar.update(match.ref.name)

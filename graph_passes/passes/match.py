@@ -1,12 +1,14 @@
 """Pattern finder: the linear layers of a graph that the rewrite passes can quantize, and why the others are skipped.
 
-Patterns (main graph only; subgraphs of If/Loop/Scan are left alone):
+Patterns, in the main graph and in the bodies of If / Loop / Scan nodes (recursively; a subgraph node is named by its
+path, ``If_0/then_branch/MatMul_3``, in reports and for --include / --exclude):
   * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Cast and/or
     Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
   * ``MatMul`` + ``Add(., b)``: b a constant of N values ([N] or [1, N]) -> bias folded into the op.
   * ``Gemm(A, B, C)``: transA = 0, transB 0 or 1, alpha folded into W, constant C of N values times beta as bias.
-A weight used by several nodes (same source tensor, same transforms) is quantized and packed once: matches carry a
-``key`` for that. Nothing here loads weight values, except biases (N values); NaN/Inf checks happen when quantizing.
+A weight used by several nodes (same source tensor, same transforms; also from several branches) is quantized and
+packed once: matches carry a ``key`` for that. A weight that is also a graph input (an overridable initializer) stays
+float. Nothing here loads weight values, except biases (N values); NaN/Inf checks happen when quantizing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ import numpy as np
 
 from graph_passes.layouts import get_layout
 from graph_passes.quantize import act_dtype_name
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """What a report records of a node: its path (its name in the main graph) and op."""
+
+    name: str
+    op: str
 
 
 @dataclass
@@ -36,6 +46,12 @@ class LinearMatch:
     k: int = 0
     n: int = 0
     extra_nodes: list = field(default_factory=list)
+    graph: object = None         # gs.Graph holding the node (the main graph or a subgraph)
+    path: str = ""               # node name, prefixed by the If / Loop / Scan nodes and attributes it lies in
+
+    @property
+    def ref(self) -> NodeRef:
+        return NodeRef(self.path or self.node.name, self.node.op)
 
     @property
     def graph_act(self) -> str:
@@ -43,7 +59,7 @@ class LinearMatch:
 
     def key(self, act_dtype: str) -> tuple:
         """Identity of the quantized weight: nodes with equal keys share one packed tensor."""
-        return (self.source_name, self.chain, self.transpose, self.alpha, act_dtype)
+        return (self.source_name, id(self.source), self.chain, self.transpose, self.alpha, act_dtype)
 
     def load_weight(self, base_dir: str | None) -> np.ndarray:
         """The float32 ``W[K, N]`` this node multiplies by (transforms and alpha applied); a fresh array."""
@@ -66,6 +82,11 @@ class Skip:
     node: object
     reason: str
     detail: str = ""
+    path: str = ""
+
+    @property
+    def ref(self) -> NodeRef:
+        return NodeRef(self.path or self.node.name, self.node.op)
 
 
 # ------------------------------------------------------------------------------------------------------- helpers
@@ -182,33 +203,52 @@ def _rank(tensor):
 
 
 # ---------------------------------------------------------------------------------------------------------- finder
+def scoped_graphs(graph, prefix: str = ""):
+    """(gs.Graph, path prefix) of ``graph`` and, depth first, of every subgraph of its If / Loop / Scan nodes."""
+    import onnx_graphsurgeon as gs
+
+    yield graph, prefix
+    for node in graph.nodes:
+        for attr, value in node.attrs.items():
+            if isinstance(value, gs.Graph):
+                yield from scoped_graphs(value, f"{prefix}{node.name or node.op}/{attr}/")
+
+
 def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
-    """The quantizable MatMul / Gemm nodes of ``graph`` and the skipped ones with a reason each."""
+    """The quantizable MatMul / Gemm nodes of ``graph`` and its subgraphs, and the skipped ones with a reason each."""
     matches: list[LinearMatch] = []
     skips: list[Skip] = []
     layout = get_layout(config.layout)
-    graph_outputs = {id(t) for t in graph.outputs}
-    for node in graph.nodes:
-        if node.op not in ("MatMul", "Gemm"):
-            continue
-        m = _match_node(node, config, graph_outputs)
-        if isinstance(m, Skip):
-            skips.append(m)
-            continue
-        reason = _shape_reason(m, config, layout)
-        if reason:
-            skips.append(Skip(node, *reason))
-            continue
-        filtered = config.name_filter_reason(node.name)
-        if filtered:
-            skips.append(Skip(node, filtered))
-            continue
-        if m.k * m.n < config.min_elements:
-            skips.append(Skip(node, f"fewer than --min-elements {config.min_elements} weights",
-                              f"K x N = {m.k} x {m.n}"))
-            continue
-        matches.append(m)
+    overridable = {id(t) for t in graph.inputs}  # initializers kept as graph inputs (checks.keep_overridable_inputs)
+    for sub, prefix in scoped_graphs(graph):
+        graph_outputs = {id(t) for t in sub.outputs}
+        for node in sub.nodes:
+            if node.op not in ("MatMul", "Gemm"):
+                continue
+            path = prefix + node.name
+            m = _match_node(node, config, graph_outputs, overridable)
+            if not isinstance(m, Skip):
+                m.graph, m.path = sub, path
+                m = _selected(m, config, layout)
+            if isinstance(m, Skip):
+                m.path = path
+                skips.append(m)
+            else:
+                matches.append(m)
     return matches, skips
+
+
+def _selected(m: LinearMatch, config, layout):
+    """``m``, or the Skip of a match that the shapes, the name filters or --min-elements leave out."""
+    reason = _shape_reason(m, config, layout)
+    if reason:
+        return Skip(m.node, *reason)
+    filtered = config.name_filter_reason(m.path)
+    if filtered:
+        return Skip(m.node, filtered)
+    if m.k * m.n < config.min_elements:
+        return Skip(m.node, f"fewer than --min-elements {config.min_elements} weights", f"K x N = {m.k} x {m.n}")
+    return m
 
 
 def _shape_reason(m: LinearMatch, config, layout):
@@ -224,7 +264,7 @@ def _shape_reason(m: LinearMatch, config, layout):
     return None
 
 
-def _match_node(node, config, graph_outputs):
+def _match_node(node, config, graph_outputs, overridable):
     if len(node.inputs) < 2 or not node.outputs:
         return Skip(node, "malformed node (fewer than 2 inputs)")
     x, b = node.inputs[0], node.inputs[1]
@@ -239,6 +279,9 @@ def _match_node(node, config, graph_outputs):
     if isinstance(r, str):
         return Skip(node, "weight is not constant", r)
     source, source_name, chain, transposes = r
+    if id(source) in overridable:
+        return Skip(node, "weight is an overridable graph input",
+                    f"initializer '{source_name}' is also a graph input: callers may replace it, so it stays float")
     shape = tuple(source.shape)
     if len(shape) != 2:
         return Skip(node, "weight is not 2-D", f"shape {list(shape)}")

@@ -55,18 +55,18 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
             m.add_node.outputs.clear()
         x = m.x
         if casts:  # one Cast per activation tensor and dtype (q/k/v projections share theirs)
-            cast_key = (m.x.name, act)
+            cast_key = (m.x.name, act, id(m.graph))  # a Cast inside one If branch is not visible in the other
             if cast_key not in cast_in:
-                cast_in[cast_key] = graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
+                cast_in[cast_key] = m.graph.layer(op="Cast", name=names(f"{name}_cast_in"), inputs=[m.x],
                                                 outputs=[gs.Variable(names(f"{m.x.name}_{act}"), dtype=storage)],
                                                 attrs={"to": ONNX_FLOAT[act]})[0]
             x = cast_in[cast_key]
             y = gs.Variable(names(f"{name}_y_{act}"), dtype=storage)
         else:
             y = out
-        woq_op.make_gs_node(graph, x, packed, scales, zeros, bias, y, attrs, name)
+        woq_op.make_gs_node(m.graph, x, packed, scales, zeros, bias, y, attrs, name)
         if casts:
-            graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
+            m.graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
                         attrs={"to": ONNX_FLOAT[m.graph_act]})
         run.rewritten(m, act, casts, shared)
     _ensure_opset_import(graph)

@@ -54,6 +54,7 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
                                             signed=False))
             attrs = {"axis": 1} if per_channel else {"axis": 0, "block_size": qw.group_size}
             w = gs.Variable(names(f"{base}_dq"), dtype=graph_dtype, shape=[qw.k, qw.n])
+            # In the main graph: every subgraph that shares the weight sees its output (outer scope).
             graph.layer(op="DequantizeLinear", name=names(f"{base}_DequantizeLinear"), inputs=inputs, outputs=[w],
                         attrs=attrs)
             report.weight_bytes_before += constant_nbytes(m.source)
@@ -72,11 +73,11 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
             m.node.outputs.clear()
             name = names(m.node.name or "Gemm")
             if m.bias is None:
-                graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[out])
+                m.graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[out])
             else:
                 mm = gs.Variable(names(f"{name}_matmul_out"), dtype=graph_dtype)
-                graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[mm])
+                m.graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[mm])
                 b = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, graph_dtype))
-                graph.layer(op="Add", name=names(f"{name}_Add"), inputs=[mm, b], outputs=[out])
+                m.graph.layer(op="Add", name=names(f"{name}_Add"), inputs=[mm, b], outputs=[out])
         run.rewritten(m, act, False, shared)
     return graph.cleanup().toposort()

@@ -108,6 +108,12 @@ int32_t fail(std::string const& name, char const* where, std::string const& what
     return kSTATUS_FAILURE;
 }
 
+// The op's `bits` attribute names the weight format (docs/op.md); validate() admits only these.
+trt_woq_weight_format weightFormatOf(int32_t bits)
+{
+    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
+}
+
 } // namespace
 
 std::string validate(WeightOnlyLinearParams const& p)
@@ -351,7 +357,7 @@ void WeightOnlyLinearPlugin::fillSizes(void* paramsOut, int64_t m) const
     p.m = m;
     p.n = mParams.outFeatures;
     p.k = mParams.inFeatures;
-    p.bits = mParams.bits;
+    p.weight_format = weightFormatOf(mParams.bits);
     p.group_size = mParams.groupSize;
     p.layout_version = mParams.layout;
     p.act_type = static_cast<trt_woq_act_type>(mActType);

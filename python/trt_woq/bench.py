@@ -416,6 +416,17 @@ def markdown(result: dict) -> str:
     return "\n".join(out)
 
 
+def dumps(result: dict) -> str:
+    """A run as JSON with one line per top-level key and per row: greppable and diffable, and a few hundred lines
+    where one line per field made thousands (docs/bench/ keeps the runs the figures cite)."""
+    def entry(key, value):
+        if isinstance(value, list):
+            return f" {json.dumps(key)}: [\n" + ",\n".join(f"  {json.dumps(v)}" for v in value) + "\n ]"
+        return f" {json.dumps(key)}: {json.dumps(value)}"
+
+    return "{\n" + ",\n".join(entry(k, v) for k, v in result.items()) + "\n}\n"
+
+
 def parse_shapes(text: str):
     out = []
     for item in text.split(","):
@@ -478,7 +489,7 @@ def main(argv=None) -> int:
                  settle_s=args.settle)
     result["command"] = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
     with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+        f.write(dumps(result))
     print(f"wrote {args.json}")
     return 0
 

@@ -5,9 +5,9 @@ Runtime, through polygraphy's Comparator.
     report = compare_trt("model.onnx", "model.woq.onnx", min_cosine=0.999)
     print(report.format())
 
-This is what ``python -m graph_passes compare ORIGINAL QUANTIZED --trt`` runs. Inputs and the report are those of
-:mod:`graph_passes.compare` (same seeded generator, same metrics); the engine is built for exactly the generated
-input shapes. The TensorRT side is :class:`TrtWoqRunner`, a polygraphy runner around
+This is what ``python -m trt_woq compare ORIGINAL QUANTIZED`` runs. Inputs, threshold and the report are those of
+:mod:`graph_passes.compare` (same generated or real inputs, same metrics); the engine's profile spans the inputs'
+shapes. The TensorRT side is :class:`TrtWoqRunner`, a polygraphy runner around
 :class:`trt_woq.runtime.EngineRunner` (cuda-python buffers and stream).
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from pathlib import Path
 
 from trt_woq.errors import TrtWoqError
 
@@ -65,16 +64,29 @@ def make_trt_runner(engine: bytes, *, plugin_path=None, name: str = "trt-woq"):
     return TrtWoqRunner()
 
 
+def _profile(feeds: list[dict]) -> dict:
+    """One optimization profile covering every sample: per input (min, opt = first sample, max) of the shapes."""
+    profile = {}
+    for name in feeds[0]:
+        shapes = [f[name].shape for f in feeds]
+        lo = tuple(min(d) for d in zip(*shapes))
+        hi = tuple(max(d) for d in zip(*shapes))
+        profile[name] = (lo, shapes[0], hi)
+    return profile
+
+
 def compare_trt(original_path: str | os.PathLike, quantized_path: str | os.PathLike, *,
                 input_shapes: dict | None = None, seed: int = 0, min_cosine: float | None = None,
+                data: str | None = None, data_script: str | None = None, samples: int | None = None,
                 plugin_path: str | os.PathLike | None = None, precision: str = "auto",
                 engine_path: str | os.PathLike | None = None):
     """Run ORIGINAL with ONNX Runtime (CPU) and QUANTIZED with TensorRT + the plugin on the same inputs.
 
-    Returns a :class:`graph_passes.compare.CompareReport` (``.format()``, ``.passed``). ``input_shapes`` fixes
-    dynamic dimensions as in graph_passes.compare; the engine gets one profile with exactly those shapes.
-    ``engine_path`` keeps the built engine. Raises :class:`~trt_woq.errors.TrtWoqError` subclasses when TensorRT,
-    the plugin library, polygraphy or cuda-python is missing, with the reason.
+    Returns a :class:`graph_passes.compare.CompareReport` (``.format()``, ``.passed``). Inputs, threshold and figures
+    are graph_passes.compare's (:func:`graph_passes.compare.prepare`); the engine gets one profile spanning the
+    inputs' shapes. ``engine_path`` keeps the built engine. Raises :class:`~trt_woq.errors.TrtWoqError` subclasses
+    when TensorRT, the plugin library, polygraphy or cuda-python is missing, with the reason, and
+    :class:`graph_passes.errors.UserError` for bad inputs.
     """
     from trt_woq.engine import build_engine
     from trt_woq.plugin import import_tensorrt
@@ -82,34 +94,24 @@ def compare_trt(original_path: str | os.PathLike, quantized_path: str | os.PathL
     import_tensorrt()  # fail early, before ONNX Runtime runs, with the message saying how to install it
     _polygraphy_base()
     try:
-        import onnx
         from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
         from polygraphy.comparator import Comparator
 
-        from graph_passes.compare import CompareReport, compare_arrays, make_inputs
+        from graph_passes.compare import prepare
     except ImportError as exc:
         raise TrtWoqError(f"compare_trt needs onnx, onnxruntime, polygraphy and graph_passes: {exc}") from None
 
-    original_path, quantized_path = str(original_path), str(quantized_path)
-    for p in (original_path, quantized_path):
-        if not Path(p).is_file():
-            raise TrtWoqError(f"{p}: no such file")
-    original = onnx.load(original_path, load_external_data=False)
-    feeds = make_inputs(original, input_shapes, seed)
-    engine = build_engine(quantized_path, engine_path, profiles=[{k: v.shape for k, v in feeds.items()}],
-                          precision=precision, plugin_path=plugin_path)
-    runners = [OnnxrtRunner(SessionFromOnnx(original_path, providers=["CPUExecutionProvider"]), name="original"),
+    original, _, feeds, report = prepare(
+        original_path, quantized_path, "TensorRT with the trt_woq WeightOnlyLinear plugin",
+        input_shapes=input_shapes, seed=seed, min_cosine=min_cosine, data=data, data_script=data_script,
+        samples=samples)
+    engine = build_engine(report.quantized, engine_path, profiles=[_profile(feeds)], precision=precision,
+                          plugin_path=plugin_path)
+    runners = [OnnxrtRunner(SessionFromOnnx(report.original, providers=["CPUExecutionProvider"]), name="original"),
                make_trt_runner(engine, plugin_path=plugin_path, name="quantized")]
     try:
-        results = Comparator.run(runners, data_loader=[feeds])
+        results = Comparator.run(runners, data_loader=feeds)
     except Exception as exc:  # polygraphy wraps runner failures; keep the message
-        raise TrtWoqError(f"running the models failed: {exc}") from None
-    o_out = results["original"][0]
-    q_out = results["quantized"][0]
-    report = CompareReport(original_path, quantized_path, "TensorRT with the trt_woq WeightOnlyLinear plugin",
-                           {k: v.shape for k, v in feeds.items()}, seed, min_cosine)
-    for out in original.graph.output:
-        if out.name not in q_out:
-            raise TrtWoqError(f"output {out.name} of the original model is missing from the TensorRT engine")
-        report.outputs.append(compare_arrays(out.name, o_out[out.name], q_out[out.name]))
+        raise TrtWoqError(f"running the models failed: {' '.join(str(exc).split())}") from None
+    report.add_outputs(original, list(results["original"]), list(results["quantized"]), "the TensorRT engine")
     return report

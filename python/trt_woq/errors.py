@@ -1,4 +1,4 @@
-"""User-facing errors of the trt_woq runtime. The CLI (``python -m graph_passes``) catches :class:`TrtWoqError` by
+"""User-facing errors of the trt_woq runtime. The CLI (``python -m trt_woq``) catches :class:`TrtWoqError` by
 name and prints its message without a traceback, so every message says what is missing and how to fix it."""
 
 from __future__ import annotations

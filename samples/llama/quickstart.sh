@@ -10,7 +10,19 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 echo "== installing trt-woq from $(pwd)"
+if command -v nvcc >/dev/null; then
+  # The only slow step, and pip prints nothing while it runs: say so.
+  if [ -d build ]; then
+    echo "   nvcc found: pip compiles the CUDA kernels again where sources changed (build/ is reused)"
+  else
+    echo "   nvcc found: pip is compiling the CUDA kernels; the first build takes about 2-5 minutes on 2 cores"
+  fi
+else
+  echo "   no nvcc: installing the pure-Python package (seconds)"
+fi
+start=$(date +%s)
 "$PY" -m pip install --quiet .
+echo "   installed in $(( $(date +%s) - start )) s"
 WORKDIR=${WORKDIR:-$(mktemp -d -t trt_woq_sample.XXXXXX)}
 mkdir -p "$WORKDIR"
 echo "== building the sample in $WORKDIR"

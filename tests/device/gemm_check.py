@@ -147,7 +147,7 @@ def main() -> int:
     out = torch.empty(64, 512, dtype=torch.float16, device="cuda")
     for field, value, want in (("k", 96, UNSUPPORTED_SHAPE), ("n", 510, UNSUPPORTED_SHAPE),
                                ("group_size", 96, UNSUPPORTED_SHAPE), ("layout_version", 2, UNSUPPORTED_SHAPE),
-                               ("bits", 3, INVALID_ARGUMENT), ("m", 0, INVALID_ARGUMENT)):
+                               ("weight_format", 3, INVALID_ARGUMENT), ("m", 0, INVALID_ARGUMENT)):
         prm = pr.params(out)
         setattr(prm, field, value)
         for c in range(g.count()):

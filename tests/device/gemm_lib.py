@@ -1,8 +1,8 @@
 """ctypes access to the GEMM's C entry points (plugins/kernels/src/gemm/gemm.h) and a problem generator shared by the
 GEMM's device test and benchmark. Needs torch with CUDA; imported only on the GPU machine.
 
-The library is ``$TRT_WOQ_GEMM_LIB`` (a .so exporting ``trt_woq_gemm_*``: the kernels library, or the GEMM built
-alone by tests/device/run_gemm.sh).
+The library is ``$TRT_WOQ_GEMM_LIB`` (a .so exporting ``trt_woq_gemm_*``: the test library
+libtrt_woq_kernels_testing.so, or the GEMM built alone by tests/device/run_gemm.sh).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ if str(_ROOT / "python") not in sys.path:
     sys.path.insert(0, str(_ROOT / "python"))
 
 from trt_woq.kernels import LinearParams as Params  # noqa: E402
-from trt_woq.kernels import Status  # noqa: E402
+from trt_woq.kernels import Status, weight_format_from_bits  # noqa: E402
 
-OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = (int(s) for s in Status)
+OK, INVALID_ARGUMENT, UNSUPPORTED_SHAPE, UNSUPPORTED_ARCH, WORKSPACE, CUDA = (
+    int(Status[name]) for name in ("OK", "INVALID_ARGUMENT", "UNSUPPORTED_SHAPE", "UNSUPPORTED_ARCH", "WORKSPACE", "CUDA"))
 ACT = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -125,7 +126,8 @@ class Problem:
         ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
         prm.activation, prm.packed_weight, prm.scales = ptr(self.x), ptr(self.packed), ptr(self.scales)
         prm.zeros, prm.bias, prm.output = ptr(self.zp), ptr(self.b), ptr(out)
-        prm.m, prm.n, prm.k, prm.bits, prm.group_size = self.m, self.n, self.k, self.bits, self.group
+        prm.m, prm.n, prm.k, prm.group_size = self.m, self.n, self.k, self.group
+        prm.weight_format = weight_format_from_bits(self.bits)
         prm.layout_version, prm.act_type = 1, ACT[self.dtype]
         prm.workspace = ptr(ws)
         prm.workspace_size = 0 if ws is None else ws.numel() * ws.element_size()

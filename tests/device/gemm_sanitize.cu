@@ -68,7 +68,7 @@ int main() {
         p.m = c.m;
         p.n = c.n;
         p.k = c.k;
-        p.bits = c.bits;
+        p.weight_format = c.bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
         p.group_size = c.group;
         p.layout_version = 1;
         p.act_type = c.bf16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;

@@ -5,6 +5,9 @@ Run on a GPU machine from the repository root (tests/device/run_kernels.sh does 
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
         python3 tests/device/kernels_check.py [--quick] [--seed S]
 
+The converters run through the test library (target trt_woq_kernels_testing) beside the kernels library, or
+$TRT_WOQ_KERNELS_TESTING_PATH.
+
 1. Converters: every INT8 value in every byte of a word and every INT4 value in every nibble, FP16 and BF16, must equal
    the table q = U - 2^(bits-1) built here in numpy from the layout's element order (bit-exact), plus 1M random words.
 2. GEMV, every candidate and the dispatch: M in {1, 2, 3, 7, 8, 15, 16}; LLM shapes and odd ones (K = 4160 leaves a
@@ -90,10 +93,16 @@ def converter_words(bits: int, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([words] + extra + [rand]).astype(np.uint32)
 
 
+def testing_library(lib: K.Kernels) -> str:
+    """The test library (test entries + the public ABI): $TRT_WOQ_KERNELS_TESTING_PATH, else the build's copy beside
+    the kernels library."""
+    return os.environ.get("TRT_WOQ_KERNELS_TESTING_PATH") or str(lib.path.with_name("libtrt_woq_kernels_testing.so"))
+
+
 def test_converters(lib: K.Kernels, tally: Tally, rng: np.random.Generator) -> None:
     import ctypes
 
-    fn = lib._lib.trt_woq_testing_convert  # test-only entry (plugins/kernels/src/testing.cu)
+    fn = ctypes.CDLL(str(testing_library(lib))).trt_woq_testing_convert  # plugins/kernels/src/testing.cu
     fn.argtypes = [ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     fn.restype = ctypes.c_int
     for bits in (8, 4):
@@ -258,12 +267,15 @@ def test_refusals(lib: K.Kernels, tally: Tally) -> None:
     w = torch.zeros(8192 * 8192 // 8, dtype=torch.int32, device="cuda")
     s = torch.ones(8192, dtype=torch.float16, device="cuda")
 
-    def expect(status, label, **kw):
-        base = dict(m=1, n=4096, k=4096, bits=4, group_size=128, act="fp16", x=x.data_ptr(),
+    def expect(status, label, raw=None, **kw):  # raw: struct fields set after make_params (which would refuse them)
+        base = dict(m=1, n=4096, k=4096, weight_format="int4", group_size=128, act="fp16", x=x.data_ptr(),
                     packed_weight=w.data_ptr(), scales=s.data_ptr(), output=y.data_ptr())
         base.update(kw)
+        params = K.make_params(**base)
+        for field, value in (raw or {}).items():
+            setattr(params, field, value)
         try:
-            lib.run(K.make_params(**base))
+            lib.run(params)
             got = K.Status.OK
         except K.KernelError as e:
             got = e.status
@@ -276,8 +288,10 @@ def test_refusals(lib: K.Kernels, tally: Tally) -> None:
     expect(K.Status.UNSUPPORTED_SHAPE, "N % 4 != 0 (INT4)", n=4098)
     expect(K.Status.UNSUPPORTED_SHAPE, "group 96", group_size=96)
     expect(K.Status.UNSUPPORTED_SHAPE, "group 256 not dividing K=4160", k=4160, group_size=256)
-    expect(K.Status.UNSUPPORTED_SHAPE, "bits 3", bits=3)
+    expect(K.Status.INVALID_ARGUMENT, "weight format 3", raw=dict(weight_format=3))
     expect(K.Status.UNSUPPORTED_SHAPE, "layout 2", layout_version=2)
+    if not any(K.WeightFormat.FP6_E3M2 in lib.candidate_info(i).weight_formats for i in range(lib.candidate_count())):
+        expect(K.Status.UNSUPPORTED_OPTION, "FP6 with no candidate serving it", weight_format="fp6_e3m2")
     expect(K.Status.INVALID_ARGUMENT, "null activation", x=None)
     expect(K.Status.INVALID_ARGUMENT, "misaligned weights", packed_weight=w.data_ptr() + 4)
     expect(K.Status.INVALID_ARGUMENT, "negative n", n=-4)

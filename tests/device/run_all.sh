@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU verification of a commit in one device call: build the kernels, the plugin and its conformance
 # harness once for sm_90a, then run every device check against that one build:
-#   1. kernels_check.py      converters (exhaustive), GEMV, dispatch through the public C ABI (issue 3)
-#   2. gemm_check.py         every GEMM candidate and the dispatch for all M (issue 4)
+#   1. kernels_check.py      converters (exhaustive), GEMV, dispatch through the public C ABI
+#   2. gemm_check.py         every GEMM candidate and the dispatch for all M
 #   3. the plugin harness    WeightOnlyLinear driven as TensorRT does, on synthetic cases and on every node of
 #                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16)
 #   4. GPU pytest files      tests/plugins/kernels, tests/python/trt_woq
@@ -26,17 +26,16 @@ record() {  # record NAME STATUS
 t0=$SECONDS
 cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
   -DTENSORRT_INCLUDE_DIR="$TENSORRT_INCLUDE_DIR" > "$OUT/cmake.log" 2>&1 \
-  && cmake --build $bdir --target trt_woq_kernels trt_woq_plugin weight_only_linear_conformance -j16 \
-    > "$OUT/build.log" 2>&1
+  && cmake --build $bdir --target trt_woq_kernels trt_woq_kernels_testing trt_woq_plugin \
+    weight_only_linear_conformance -j16 > "$OUT/build.log" 2>&1
 build=$?
-# gemm_check.py also drives the GEMM's own test entry points, which the kernels library keeps hidden.
-nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared -gencode arch=compute_90a,code=sm_90a -Iplugins/kernels/include \
-  plugins/kernels/src/gemm/gemm.cu -o $bdir/libtrt_woq_gemm.so >> "$OUT/build.log" 2>&1 || build=1
-record "build (kernels, plugin, harness, gemm test library) in $((SECONDS - t0)) s" $build
+record "build (kernels, their test library, plugin, harness) in $((SECONDS - t0)) s" $build
 [[ $build -ne 0 ]] && { tail -30 "$OUT/build.log"; echo "$passed passed, $failed failed"; exit 1; }
 export TRT_WOQ_KERNELS_PATH=$root/$bdir/plugins/kernels/libtrt_woq_kernels.so
 export TRT_WOQ_KERNELS_LIB=$TRT_WOQ_KERNELS_PATH
-export TRT_WOQ_GEMM_LIB=$root/$bdir/libtrt_woq_gemm.so
+# The test entries (converters, the GEMM's own candidates) live in the test library only.
+export TRT_WOQ_KERNELS_TESTING_PATH=$root/$bdir/plugins/kernels/libtrt_woq_kernels_testing.so
+export TRT_WOQ_GEMM_LIB=$TRT_WOQ_KERNELS_TESTING_PATH
 export TRT_WOQ_PLUGIN_PATH=$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so
 
 run_check() {  # run_check NAME LOG COMMAND...
@@ -75,6 +74,6 @@ run_check "compute-sanitizer memcheck, kernels_check.py --quick" sanitize_kernel
   env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
   python3 tests/device/kernels_check.py --quick
 run_check "compute-sanitizer memcheck + racecheck, gemm_sanitize" sanitize_gemm.log \
-  bash tests/device/sanitize_gemm.sh $bdir "$OUT"
+  bash tests/device/sanitize_gemm.sh "$TRT_WOQ_GEMM_LIB" "$OUT"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

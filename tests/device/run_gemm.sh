@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the GEMM (issue 4): build the GEMM alone (no dependency on the rest of the kernels library)
+# One device call for the GEMM: build the GEMM alone (no dependency on the rest of the kernels library)
 # and, in parallel, the kernels library (public ABI), then run the steps in the order given: numerics test (check),
 # compute-sanitizer memcheck / racecheck on small odd problems (sanitize), the GEMM benchmark (bench), the package's
 # benchmark through the public dispatch (trtbench), both benchmarks back to back at M = 64 (m64), SASS counts (sass),
@@ -7,7 +7,7 @@
 # in the output, to line them up). Logs go to $OUT (or ./gemm_out).
 # Usage: bash tests/device/run_gemm.sh [check|sanitize|bench|trtbench|m64|sass|ncu|all]...
 #   BENCH_ARGS: options of bench_gemm.py; TRT_BENCH_ARGS: options of python -m trt_woq.bench (default: the three
-#   issue shapes, every M, INT4 g128 and cuBLAS FP16).
+#   standard shapes, every M, INT4 g128 and cuBLAS FP16).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gemm_out}; mkdir -p "$OUT" build
@@ -32,8 +32,9 @@ if (( needs_lib )); then  # the whole kernels library, for the public ABI (skipp
     cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 ) &
   lib_pid=$!
 fi
-nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Xptxas -v \
-  plugins/kernels/src/gemm/gemm.cu -o build/libtrt_woq_gemm.so > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Iplugins/kernels/src \
+  -Xptxas -v plugins/kernels/src/gemm/gemm.cu plugins/kernels/src/testing_gemm.cu -o build/libtrt_woq_gemm.so \
+  > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 grep -E "spill" "$OUT/build.log" | sort | uniq -c
 stamp "GEMM library built"
 export TRT_WOQ_GEMM_LIB=$PWD/build/libtrt_woq_gemm.so
@@ -58,12 +59,12 @@ for step in $STEPS; do
       python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
       grep "^FAIL" "$OUT/check.log" | head -30 ;;
     sanitize)
-      GEMM_ARCH=$ARCH bash tests/device/sanitize_gemm.sh build "$OUT" || status=1 ;;
+      GEMM_ARCH=$ARCH bash tests/device/sanitize_gemm.sh build/libtrt_woq_gemm.so "$OUT" || status=1 ;;
     bench)
       python3 tests/device/bench_gemm.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1 ;;
     trtbench)
       [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]] && trt_bench trt_woq_bench $TRT_BENCH_ARGS ;;
-    m64)  # the issue's M = 64 figures through both benchmarks, back to back (they disagreed by up to ~12 %)
+    m64)  # M = 64 through both benchmarks, back to back, to compare their figures
       m64_runs=$((m64_runs + 1))
       [[ -n "${TRT_WOQ_KERNELS_LIB:-}" ]] &&
         trt_bench "m64_trt_$m64_runs" --m 64 --shapes $SHAPES3 --methods int4_g128,cublas_fp16

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the decode kernels (issue 3): build, correctness, compute-sanitizer, benchmark, ncu.
+# One device call for the decode kernels: build, correctness, compute-sanitizer, benchmark, ncu.
 #   bash tests/device/run_kernels.sh [check|sanitize|bench|ncu ...]   (default: all four, in this order)
 # Logs and bench.json go to $OUT (the device tool's folder) or ./kernels-out.
 set -uo pipefail
@@ -13,7 +13,7 @@ rc=0
 t0=$(date +%s)
 lib=build/plugins/kernels/libtrt_woq_kernels.so
 if ! { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
-        && cmake --build build --target trt_woq_kernels -j16; } > "$OUT/build.log" 2>&1; then
+        && cmake --build build --target trt_woq_kernels trt_woq_kernels_testing -j16; } > "$OUT/build.log" 2>&1; then
   echo "top-level build failed (tail below); building the kernels alone"; tail -5 "$OUT/build.log"
   lib=build-kernels/kernels/libtrt_woq_kernels.so
   { cmake -S tests/device/kernels_build -B build-kernels -G Ninja -DCMAKE_BUILD_TYPE=Release \

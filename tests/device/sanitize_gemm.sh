@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck and racecheck of every GEMM candidate on small odd problems: builds
-# tests/device/gemm_sanitize.cu against the GEMM test library (libtrt_woq_gemm.so) in LIB_DIR and runs it under each
-# tool, logs in OUT_DIR/sanitize_{memcheck,racecheck}.log. Exit status 0 when it built and both tools are clean.
-# Used by run_gemm.sh (step sanitize) and run_all.sh.  Usage: bash tests/device/sanitize_gemm.sh LIB_DIR OUT_DIR
+# tests/device/gemm_sanitize.cu against LIB, a library exporting the GEMM's test entries trt_woq_gemm_* (the test
+# library libtrt_woq_kernels_testing.so, or libtrt_woq_gemm.so of run_gemm.sh), and runs it under each tool, logs in
+# OUT_DIR/sanitize_{memcheck,racecheck}.log. Exit status 0 when it built and both tools are clean.
+# Used by run_gemm.sh (step sanitize) and run_all.sh.  Usage: bash tests/device/sanitize_gemm.sh LIB OUT_DIR
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
-lib_dir=$(cd "$1" && pwd) out=$2
+lib=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") out=$2
+lib_dir=$(dirname "$lib")
 status=0
 nvcc -std=c++17 -O2 ${GEMM_ARCH:--gencode arch=compute_90a,code=sm_90a} -Iplugins/kernels/include \
-  -Iplugins/kernels/src/gemm tests/device/gemm_sanitize.cu -L"$lib_dir" -ltrt_woq_gemm -Xlinker -rpath="$lib_dir" \
+  -Iplugins/kernels/src/gemm tests/device/gemm_sanitize.cu "$lib" -Xlinker -rpath="$lib_dir" \
   -o "$lib_dir/gemm_sanitize" || exit 1
 for tool in memcheck racecheck; do
   echo "== compute-sanitizer --tool $tool"

@@ -187,15 +187,16 @@ def test_passed_and_failed_lines(tmp_path):
     rng = np.random.default_rng()
     o_path, p_path, _, _ = _models(tmp_path, rng, bits=4, group=128)
     report = compare(o_path, p_path, seed=1)
-    assert report.passed and report.min_cosine is None
+    assert report.passed and report.min_cosine == 0.85 and "default for 4-bit" in report.threshold
     text = report.format()
     assert text.splitlines()[-1] == "PASSED"
     assert "max abs err" in text and "cosine" in text and " y " in text
+    assert "cosine >= 0.85 (default for 4-bit weights" in text
 
     strict = compare(o_path, p_path, seed=1, min_cosine=0.99999999)
     assert not strict.passed
     assert strict.format().splitlines()[-1] == "FAILED"
-    assert "below --min-cosine" in strict.format()
+    assert "below the required cosine" in strict.format() and "(--min-cosine)" in strict.format()
 
     loose = compare(o_path, p_path, seed=1, min_cosine=0.5)
     assert loose.passed and loose.format().splitlines()[-1] == "PASSED"
@@ -260,24 +261,21 @@ def test_plugin_model_with_old_opset_is_refused(tmp_path):
         plugin_to_qdq(model)
 
 
-def test_use_trt_without_tensorrt_is_one_clear_error(tmp_path, monkeypatch):
-    import sys
-
-    rng = np.random.default_rng()
-    o_path, p_path, _, _ = _models(tmp_path, rng)
-    monkeypatch.setitem(sys.modules, "trt_woq.compare", None)  # as if the TensorRT runtime were absent
-    with pytest.raises(UserError, match="--trt needs TensorRT"):
-        compare(o_path, p_path, use_trt=True)
-
-
 def test_non_finite_quantized_output_fails():
     o = np.ones((2, 3))
     q = o.copy()
     q[0, 1] = np.nan
     result = compare_arrays("y", o, q)
-    assert not result.finite and not result.passes(None)
-    report = CompareReport("a", "b", "test", {}, 0, None, [result])
-    assert not report.passed and report.format().splitlines()[-1] == "FAILED"
+    assert not result.finite and not result.passes(-1.0)
+    report = CompareReport("a", "b", "test", {}, 0, -1.0, outputs=[result])
+    assert not report.passed and report.format().splitlines()[-1] == "FAILED" and "<- NaN/Inf" in report.format()
+
+
+def test_empty_output_fails_even_at_the_lowest_threshold():
+    result = compare_arrays("y", np.ones((0, 3)), np.ones((0, 3)))
+    report = CompareReport("a", "b", "test", {}, 0, -1.0, outputs=[result])
+    assert not report.passed and "<- empty output" in report.format() and "nan" not in report.format()
+    assert not CompareReport("a", "b", "test", {}, 0, -1.0).passed  # no output at all
 
 
 def test_models_with_external_data(tmp_path):
@@ -295,24 +293,87 @@ def test_models_with_external_data(tmp_path):
     assert a.cosine == b.cosine and a.max_abs == b.max_abs
 
 
-def test_use_trt_errors_become_user_errors(tmp_path, monkeypatch):
-    """compare_trt's own errors (TensorRT or the plugin library missing, a failed build) come back as UserError."""
-    import sys
-    import types
+def _bert_like(tmp_path, vocab=50):
+    """input_ids -> Cast(int32) -> Gather(table[vocab]); attention_mask, token_type_ids, position_ids as inputs that
+    feed the output, so that every generated input is checked by its effect too."""
+    vi = helper.make_tensor_value_info
+    ins = [vi(n, TensorProto.INT64, ["batch", "seq"]) for n in ("input_ids", "attention_mask", "token_type_ids",
+                                                                 "position_ids")]
+    nodes = [helper.make_node("Cast", ["input_ids"], ["ids32"], to=TensorProto.INT32),
+             helper.make_node("Gather", ["table", "ids32"], ["emb"], name="embed"),
+             helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["maskf", "axes"], ["mask3"]),
+             helper.make_node("Mul", ["emb", "mask3"], ["y"])]
+    table = numpy_helper.from_array(np.random.default_rng(0).standard_normal((vocab, 8)).astype(np.float32), "table")
+    axes = numpy_helper.from_array(np.array([2], np.int64), "axes")
+    graph = helper.make_graph(nodes, "g", ins, [vi("y", TensorProto.FLOAT, ["batch", "seq", 8])],
+                              initializer=[table, axes])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path = tmp_path / "bert.onnx"
+    onnx.save(model, path)
+    return model, path
 
-    class TrtWoqError(RuntimeError):
-        pass
 
-    def compare_trt(*args, **kwargs):
-        raise TrtWoqError("TensorRT is not available: install it")
+def test_generated_inputs_respect_what_integer_inputs_mean(tmp_path):
+    model, _ = _bert_like(tmp_path, vocab=50)
+    feeds = make_inputs(model, {"input_ids": (3, 11)}, seed=4)
+    # The named dims batch / seq of input_ids hold for the other inputs too.
+    assert {k: v.shape for k, v in feeds.items()} == {k: (3, 11) for k in feeds}
+    ids = feeds["input_ids"]
+    assert ids.min() >= 0 and ids.max() < 50 and len(np.unique(ids)) > 10  # rows of the table behind Cast + Gather
+    assert (feeds["attention_mask"] == 1).all()
+    assert (feeds["token_type_ids"] == 0).all()
+    np.testing.assert_array_equal(feeds["position_ids"], np.broadcast_to(np.arange(11), (3, 11)))
+    assert all(v.dtype == np.int64 for v in feeds.values())
 
-    pkg = types.ModuleType("trt_woq")
-    pkg.__path__ = []
-    errors = types.ModuleType("trt_woq.errors")
-    errors.TrtWoqError = TrtWoqError
-    cmp = types.ModuleType("trt_woq.compare")
-    cmp.compare_trt = compare_trt
-    for name, mod in (("trt_woq", pkg), ("trt_woq.errors", errors), ("trt_woq.compare", cmp)):
-        monkeypatch.setitem(sys.modules, name, mod)
-    with pytest.raises(UserError, match="TensorRT is not available: install it"):
-        compare(tmp_path / "a.onnx", tmp_path / "b.onnx", use_trt=True)
+
+@pytest.mark.parametrize("shape,match", [((-1, 8), "every dim must be >= 1"), ((100000000000, 8), "at most"),
+                                         ((0, 8), "every dim must be >= 1")])
+def test_generated_shapes_are_checked(tmp_path, shape, match):
+    model, _ = _bert_like(tmp_path)
+    with pytest.raises(UserError, match=match):
+        make_inputs(model, {"input_ids": shape})
+
+
+def test_negative_seed_is_refused(tmp_path):
+    model, _ = _bert_like(tmp_path)
+    with pytest.raises(UserError, match="seed must be >= 0"):
+        make_inputs(model, seed=-1)
+
+
+def test_real_inputs_from_npz_and_script(tmp_path):
+    rng = np.random.default_rng()
+    o_path, p_path, _, _ = _models(tmp_path, rng, bits=8, group=-1)
+    x = rng.standard_normal((3, 2, 5, 256)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    a = compare(o_path, p_path, data=str(tmp_path / "x.npz"))
+    assert a.samples == 3 and a.input_shapes == {"x": (2, 5, 256)} and a.outputs[0].size == 3 * 2 * 5 * 64
+    assert "3 sample(s) from" in a.format() and a.passed and a.min_cosine == 0.999
+    script = tmp_path / "load.py"
+    script.write_text("import numpy as np\n"
+                      f"def batches():\n    x = np.load({str(tmp_path / 'x.npz')!r})['x']\n"
+                      "    return ({'x': x[i]} for i in range(len(x)))\n")
+    b = compare(o_path, p_path, data_script=f"{script}:batches", samples=2)
+    assert b.samples == 2
+    # The first two samples of the same data: their figures are those of the npz run limited to 2.
+    c = compare(o_path, p_path, data=str(tmp_path / "x.npz"), samples=2)
+    assert b.outputs[0].cosine == c.outputs[0].cosine and b.outputs[0].max_abs == c.outputs[0].max_abs
+    with pytest.raises(UserError, match="not both"):
+        compare(o_path, p_path, data=str(tmp_path / "x.npz"), data_script=str(script))
+    with pytest.raises(UserError, match="--samples counts samples of --data"):
+        compare(o_path, p_path, samples=2)
+    with pytest.raises(UserError, match="--input-shape shapes generated inputs"):
+        compare(o_path, p_path, data=str(tmp_path / "x.npz"), input_shapes={"x": (1, 1, 256)})
+
+
+def test_default_threshold_follows_the_weights(tmp_path):
+    rng = np.random.default_rng()
+    o_path, p8, _, _ = _models(tmp_path, rng, bits=8, group=-1)
+    assert compare(o_path, p8).min_cosine == 0.999
+    same = compare(o_path, o_path)
+    assert same.min_cosine == 0.999 and "no quantized weight" in same.threshold and same.passed
+    twin = plugin_to_qdq(onnx.load(p8))  # Q/DQ weights count as well
+    from graph_passes.compare import quantized_bits
+
+    assert quantized_bits(twin) == {8}

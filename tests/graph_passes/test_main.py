@@ -3,7 +3,6 @@ stderr, exit status 2, no traceback, no output file left, the input never modifi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -13,14 +12,13 @@ import numpy as np
 import onnx
 import pytest
 
+import cli_cases
 import woq_models as models
+from cli_cases import ext_model, tree
+from cli_cases import sha as _sha
 from graph_passes.__main__ import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _sha(path) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 def _files(folder) -> list[str]:
@@ -187,9 +185,8 @@ def test_compare_wired(capsys, monkeypatch, mlp_path, tmp_path):
         def format(self):
             return "stand-in report"
 
-    def compare(original, quantized, *, input_shapes=None, seed=0, min_cosine=None, use_trt=False):
-        calls.update(original=original, quantized=quantized, input_shapes=input_shapes, seed=seed,
-                     min_cosine=min_cosine, use_trt=use_trt)
+    def compare(original, quantized, **kwargs):
+        calls.update(original=original, quantized=quantized, **kwargs)
         return Report()
 
     monkeypatch.setitem(sys.modules, "graph_passes.compare", types.SimpleNamespace(compare=compare))
@@ -197,23 +194,151 @@ def test_compare_wired(capsys, monkeypatch, mlp_path, tmp_path):
                "--seed", "3"])
     assert rc == 1 and "stand-in report" in capsys.readouterr().out
     assert calls == dict(original=str(mlp_path), quantized="q.onnx", input_shapes={"x": (1, 4, 256)}, seed=3,
-                         min_cosine=0.99, use_trt=False)
+                         min_cosine=0.99, data=None, data_script=None, samples=None)
 
 
-def test_build_wired(capsys, monkeypatch, mlp_path, tmp_path):
-    # trt_woq.engine needs TensorRT and a GPU; check the wiring with a stand-in of its documented API.
-    import types
+def test_tensorrt_commands_point_to_trt_woq(capsys, mlp_path):
+    # graph_passes never imports trt_woq (tests/test_import_direction.py): its TensorRT commands live there.
+    _fails(capsys, ["build", str(mlp_path), "-o", "m.engine"], "python -m trt_woq build")
+    _fails(capsys, ["compare", str(mlp_path), str(mlp_path), "--trt"], "python -m trt_woq compare")
 
-    calls = {}
 
-    def build_engine(onnx_path, engine_path=None, **kwargs):
-        calls.update(onnx_path=onnx_path, engine_path=engine_path, **kwargs)
-        open(engine_path, "wb").write(b"engine")
-        return b"engine"
+# ------------------------------------------------------------------------------ the user's files are never lost
+def test_inspect_report_never_overwrites_the_input(capsys, mlp_path, tmp_path):
+    before = tree(tmp_path)
+    for extra in ([], ["--force"]):
+        _fails(capsys, ["inspect", str(mlp_path), "--report", str(mlp_path), *extra], "is the input model")
+    assert tree(tmp_path) == before
 
-    monkeypatch.setitem(sys.modules, "trt_woq.engine", types.SimpleNamespace(build_engine=build_engine))
-    engine = tmp_path / "m.engine"
-    assert main(["build", str(mlp_path), "-o", str(engine), "--profile", "x:1,1,256/2,8,256/4,64,256"]) == 0
-    assert calls["profiles"] == [{"x": ((1, 1, 256), (2, 8, 256), (4, 64, 256))}] and calls["precision"] == "auto"
-    _fails(capsys, ["build", str(mlp_path), "-o", str(engine)], "already exists")
-    _fails(capsys, ["build", str(mlp_path), "-o", str(engine), "--force", "--profile", "x:1,a"], "--profile")
+
+def test_inspect_report_refuses_an_existing_file_unless_force(capsys, mlp_path, tmp_path):
+    report = tmp_path / "r.json"
+    report.write_text("mine\n")
+    _fails(capsys, ["inspect", str(mlp_path), "--report", str(report)], "already exists; pass --force")
+    assert report.read_text() == "mine\n"
+    assert main(["inspect", str(mlp_path), "--report", str(report), "--force"]) == 0
+    assert json.loads(report.read_text())["summary"]["rewritten"] == 2
+
+
+def test_report_is_the_input(capsys, mlp_path, tmp_path):
+    (tmp_path / "out").mkdir()
+    before = tree(tmp_path)
+    _fails(capsys, ["quantize", str(mlp_path), "-o", str(tmp_path / "out" / "r1.onnx"), "--report", str(mlp_path),
+                    "--force", "-q"], "is the input model")
+    assert tree(tmp_path) == before
+
+
+def test_report_is_the_output(capsys, mlp_path, tmp_path):
+    out = tmp_path / "r2.onnx"
+    for extra in ([], ["--force"]):
+        _fails(capsys, ["quantize", str(mlp_path), "-o", str(out), "--report", str(out), "-q", *extra],
+               "is also the output model")
+        assert _files(tmp_path) == ["mlp.onnx"]
+
+
+def test_output_data_file_is_the_inputs_data_file(capsys, rng, tmp_path):
+    (tmp_path / "ext").mkdir()
+    model = ext_model(rng, tmp_path / "ext", data="out.onnx.data")
+    before = tree(tmp_path)
+    for extra in ([], ["--force"]):
+        _fails(capsys, ["quantize", str(model), "-o", str(tmp_path / "ext" / "out.onnx"), "-q", *extra],
+               "external data of the input model")
+        assert tree(tmp_path) == before
+    onnx.checker.check_model(str(model))
+
+
+def test_input_through_a_symlinked_folder(capsys, mlp_path, tmp_path):
+    os.symlink(tmp_path, tmp_path.parent / (tmp_path.name + "_link"))
+    alias = tmp_path.parent / (tmp_path.name + "_link") / "mlp.onnx"
+    hard = tmp_path / "hard.onnx"
+    os.link(mlp_path, hard)
+    before = tree(tmp_path)
+    for out in (alias, hard):
+        _fails(capsys, ["quantize", str(mlp_path), "-o", str(out), "--force", "-q"], "is the input model")
+        _fails(capsys, ["inspect", str(mlp_path), "--report", str(out), "--force"], "is the input model")
+        _fails(capsys, ["quantize", str(mlp_path), "-o", str(tmp_path / "q.onnx"), "--report", str(out), "--force",
+                        "-q"], "is the input model")
+    assert tree(tmp_path) == before
+
+
+def test_report_is_the_output_data_file(capsys, rng, tmp_path):
+    model = ext_model(rng, tmp_path, data="m.onnx.data")
+    before = tree(tmp_path)
+    _fails(capsys, ["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "--report", str(tmp_path / "q.onnx.data"),
+                    "-q"], "is also the output's external data")
+    assert tree(tmp_path) == before
+
+
+def test_existing_output_data_file_needs_force(capsys, rng, tmp_path):
+    model = ext_model(rng, tmp_path, data="m.onnx.data")
+    (tmp_path / "q.onnx.data").write_text("mine\n")
+    _fails(capsys, ["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "-q"], "already exists; pass --force")
+    assert (tmp_path / "q.onnx.data").read_text() == "mine\n" and not (tmp_path / "q.onnx").exists()
+    assert main(["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "-q", "--force"]) == 0
+    onnx.checker.check_model(str(tmp_path / "q.onnx"))
+
+
+@pytest.mark.parametrize("which", ["output", "report"])
+def test_existing_folder_with_force(capsys, mlp_path, tmp_path, which):
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    argv = ["quantize", str(mlp_path), "-q", "--force", "-o", str(folder if which == "output" else tmp_path / "q.onnx")]
+    if which == "report":
+        argv += ["--report", str(folder)]
+    _fails(capsys, argv, "is a folder")
+    assert _files(tmp_path) == ["a_folder", "mlp.onnx"] and _files(folder) == []
+    _fails(capsys, ["inspect", str(mlp_path), "--report", str(folder), "--force"], "is a folder")
+
+
+def test_failing_report_leaves_no_model(capsys, mlp_path, tmp_path, monkeypatch):
+    import graph_passes.report as report_mod
+
+    def broken(self):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(report_mod.QuantReport, "to_json", broken)
+    _fails(capsys, ["quantize", str(mlp_path), "-o", str(tmp_path / "q.onnx"), "--report", str(tmp_path / "r.json"),
+                    "-q"], "disk full (simulated)")
+    assert _files(tmp_path) == ["mlp.onnx"]  # the model was written, then the report failed: neither is left
+
+
+# ------------------------------------------------------------------------ bad external data: one line, exit 2
+@pytest.mark.parametrize("kind, expect", [
+    ("short", "shorter than"), ("empty", "shorter than"), ("offset_past_end", "past the end"),
+    ("length_mismatch", "declares"), ("dotdot", "outside"), ("absolute", "absolute"), ("link_out", "outside"),
+    ("missing", "missing"), ("folder", "not a file"), ("negative_offset", "negative"),
+    ("offset_not_int", "not integers"), ("location_nul", "not a file name"),
+])
+def test_bad_external_data(capsys, tmp_path, kind, expect):
+    argvs = cli_cases.external(kind)(np.random.default_rng(0), tmp_path)  # quantize, inspect, compare
+    before = tree(tmp_path)
+    for argv in argvs:
+        _fails(capsys, argv, expect)
+        assert tree(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- compare's arguments: one line, exit 2
+@pytest.mark.parametrize("argv, expect", [
+    (["--input-shape", "x:-1,256"], "must be >= 1"), (["--input-shape", "x:100000000000,256"], "elements"),
+    (["--input-shape", "x:0,256"], "must be >= 1"), (["--seed", "-1"], "--seed"), (["--seed", str(2**40)], "--seed"),
+])
+def test_compare_bad_arguments(capsys, mlp_path, argv, expect):
+    _fails(capsys, ["compare", str(mlp_path), str(mlp_path), *argv], expect)
+
+
+# ---------------------------------------------------------------------------------------------------- newcomers
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("trt-woq ") and len(out) > len("trt-woq ")
+
+
+def test_every_argument_has_help():
+    import argparse
+
+    from graph_passes.__main__ import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            assert action.help, (name, action.dest)

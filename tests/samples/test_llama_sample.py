@@ -11,6 +11,7 @@ predicted error variance, plus the ordering INT8 > INT4.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,25 @@ def test_sample_variants_are_valid_and_causal(tmp_path, options):
     assert np.isfinite(a).all() and a.shape == (2, 11, 512)
     np.testing.assert_array_equal(a[:, :-1], b[:, :-1])
     assert np.abs(a[:, -1] - b[:, -1]).max() > 1e-3
+
+
+def test_accuracy_script_is_reproducible_from_its_printed_seed(tmp_path):
+    """samples/llama/accuracy.py (the README's accuracy table): the default seed is fixed and printed in the command
+    line it prints; the same seed gives the same figures, another seed other figures (the seed reaches the inputs)."""
+    model = tmp_path / "tiny.onnx"
+    _run(str(BUILD), "-o", str(model), "--hidden", "256", "--intermediate", "768", "--vocab", "512")
+    script = str(REPO / "samples" / "llama" / "accuracy.py")
+    common = ("--model", str(model), "--seeds", "2", "--configs", "int4-g128")
+    default = _run(script, *common).stdout
+    explicit = _run(script, "--seed", "0", *common).stdout
+    other = _run(script, "--seed", "1", *common).stdout
+    assert default.splitlines()[0] == shlex.join(["python3", "samples/llama/accuracy.py", "--seed", "0", "--seeds",
+                                                   "2", "--configs", "int4-g128", "--model", str(model)])
+    assert "input seeds 0..1" in default and "input seeds 1..2" in other
+    assert default == explicit
+
+    def figures(out: str) -> list[float]:
+        row = next(line for line in out.splitlines() if line.startswith("INT4 g128"))
+        return [float(v) for v in row.split()[2:]]
+
+    assert len(figures(default)) == 4 and figures(default) != figures(other)

@@ -5,6 +5,8 @@
  *
  * Adding a family: define `extern const trt_woq::Candidate kFooCandidates[]; extern const int kFooCandidateCount;`
  * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in registry.cu.
+ * Adding a weight format, activation mode, op or epilogue to a candidate: its Serves masks say so, and its
+ * supports() / launch() handle it; registry.cu never hands a candidate a problem outside its masks.
  */
 #ifndef TRT_WOQ_CANDIDATES_H
 #define TRT_WOQ_CANDIDATES_H
@@ -17,10 +19,29 @@
 
 namespace trt_woq {
 
+constexpr uint32_t bit(int enum_value) { return 1u << enum_value; }
+
+/* What a candidate serves: masks of bit(enum value), as trt_woq_candidate_info reports them. */
+struct Serves {
+    uint32_t weight_formats;
+    uint32_t act_modes;
+    uint32_t ops;
+    uint32_t epilogues;
+};
+
+/* The integer weight-only linear kernels without a fused activation. */
+constexpr Serves kIntWeightOnlyLinear = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WEIGHT_INT4),
+                                         bit(TRT_WOQ_ACT_MODE_WEIGHT_ONLY), bit(TRT_WOQ_OP_LINEAR),
+                                         bit(TRT_WOQ_EPILOGUE_NONE)};
+
+/* Bits per weight of the integer formats (what the INT kernels are templated on). */
+constexpr int int_bits(trt_woq_weight_format f) { return f == TRT_WOQ_WEIGHT_INT8 ? 8 : 4; }
+
 struct Candidate {
-    const char* name;  // short, stable, e.g. "gemv_i4_nt2_w4"
+    const char* name;  // short, stable, e.g. "gemv_mma_nt4"
+    Serves serves;
     /* TRT_WOQ_OK when this candidate can run the sizes and options of `p` on compute capability `sm` (e.g. 90).
-     * Called only after the common checks of check_common() passed; reads no pointers. */
+     * Called only after the common checks of check_common() passed and when `serves` covers `p`; reads no pointers. */
     trt_woq_status (*supports)(const trt_woq_linear_params* p, int32_t sm);
     /* Workspace bytes for `p` (0 for none). */
     size_t (*workspace)(const trt_woq_linear_params* p, int32_t sm);

@@ -44,14 +44,59 @@ int32_t total_count() {
     return n;
 }
 
-/* Checks that hold for every candidate: sizes, enums, the layout's constraints (docs/layouts.md). */
+bool conv_geometry_ok(const trt_woq_linear_params* p) {
+    const trt_woq_conv_geometry& c = p->conv;
+    if (c.batch <= 0 || c.in_channels <= 0 || c.in_h <= 0 || c.in_w <= 0 || c.kernel_h <= 0 || c.kernel_w <= 0 ||
+        c.stride_h <= 0 || c.stride_w <= 0 || c.dilation_h <= 0 || c.dilation_w <= 0 || c.pad_top < 0 ||
+        c.pad_left < 0 || c.pad_bottom < 0 || c.pad_right < 0 || c.out_h <= 0 || c.out_w <= 0) {
+        return false;
+    }
+    const int64_t span_h = int64_t(c.in_h) + c.pad_top + c.pad_bottom - int64_t(c.dilation_h) * (c.kernel_h - 1) - 1;
+    const int64_t span_w = int64_t(c.in_w) + c.pad_left + c.pad_right - int64_t(c.dilation_w) * (c.kernel_w - 1) - 1;
+    return span_h >= 0 && span_w >= 0 && c.out_h == span_h / c.stride_h + 1 && c.out_w == span_w / c.stride_w + 1 &&
+           p->m == int64_t(c.batch) * c.out_h * c.out_w && p->k == int64_t(c.in_channels) * c.kernel_h * c.kernel_w;
+}
+
+bool in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
+
+/* Enum values and their combinations: INVALID_ARGUMENT for a value outside its enum or an inconsistent option. */
+trt_woq_status check_options(const trt_woq_linear_params* p) {
+    const bool valid_enums = in_range(p->act_type, TRT_WOQ_ACT_FP16, TRT_WOQ_ACT_BF16) &&
+                             in_range(p->weight_format, TRT_WOQ_WEIGHT_INT8, TRT_WOQ_WEIGHT_FP6_E3M2) &&
+                             in_range(p->act_mode, TRT_WOQ_ACT_MODE_WEIGHT_ONLY, TRT_WOQ_ACT_MODE_W8A8_DYNAMIC) &&
+                             in_range(p->op, TRT_WOQ_OP_LINEAR, TRT_WOQ_OP_CONV2D) &&
+                             in_range(p->epilogue, TRT_WOQ_EPILOGUE_NONE, TRT_WOQ_EPILOGUE_GELU_TANH);
+    if (!valid_enums) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    // An activation offset exists only where activations are quantized.
+    if (!in_range(p->act_asymmetric, 0, 1) || (p->act_asymmetric && p->act_mode == TRT_WOQ_ACT_MODE_WEIGHT_ONLY)) {
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    }
+    if (p->op == TRT_WOQ_OP_CONV2D && !conv_geometry_ok(p)) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->epilogue == TRT_WOQ_EPILOGUE_CLIP && !(p->clip_min <= p->clip_max)) {  // also refuses NaN bounds
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    }
+    return TRT_WOQ_OK;
+}
+
+/* The packed layout of each format and the shape constraints of layout 1 (docs/layouts.md). Layout 2's constraints
+ * are checked by the candidates that serve it. */
+trt_woq_status check_layout(const trt_woq_linear_params* p) {
+    const bool fp6 = p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
+    if (p->layout_version != (fp6 ? 2 : 1)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (fp6) return TRT_WOQ_OK;
+    const int64_t interleave = p->weight_format == TRT_WOQ_WEIGHT_INT4 ? 4 : 2;
+    if (p->k % 64 != 0 || p->n % interleave != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return TRT_WOQ_OK;
+}
+
+/* Checks that hold for every candidate: sizes, enums, the layout's constraints. */
 trt_woq_status check_common(const trt_woq_linear_params* p, int32_t sm) {
     if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->m < 0 || p->n <= 0 || p->k <= 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->act_type != TRT_WOQ_ACT_FP16 && p->act_type != TRT_WOQ_ACT_BF16) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->layout_version != 1) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    if (p->bits != 4 && p->bits != 8) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    if (p->k % 64 != 0 || p->n % (p->bits == 4 ? 4 : 2) != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    trt_woq_status s = check_options(p);
+    if (s != TRT_WOQ_OK) return s;
+    s = check_layout(p);
+    if (s != TRT_WOQ_OK) return s;
     const int32_t g = p->group_size;
     if (g != -1 && g != 32 && g != 64 && g != 128 && g != 256) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     if (g != -1 && p->k % g != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -59,8 +104,36 @@ trt_woq_status check_common(const trt_woq_linear_params* p, int32_t sm) {
     return TRT_WOQ_OK;
 }
 
+bool serves(const Candidate& c, const trt_woq_linear_params* p) {
+    return (c.serves.weight_formats & bit(p->weight_format)) && (c.serves.act_modes & bit(p->act_mode)) &&
+           (c.serves.ops & bit(p->op)) && (c.serves.epilogues & bit(p->epilogue));
+}
+
+/* check_common, then the candidate's masks, then its own supports(). */
+trt_woq_status candidate_supports(const Candidate& c, const trt_woq_linear_params* p, int32_t sm) {
+    const trt_woq_status s = check_common(p, sm);
+    if (s != TRT_WOQ_OK) return s;
+    if (!serves(c, p)) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    return c.supports(p, sm);
+}
+
+/* Why the dispatch found no candidate for `p` (which passed check_common). */
+trt_woq_status no_candidate_reason(const trt_woq_linear_params* p) {
+    for (const Family& f : kFamilies) {
+        for (int i = 0; i < *f.count; ++i) {
+            if (serves(f.candidates[i], p)) {
+                return p->m > 16 ? TRT_WOQ_ERR_UNSUPPORTED_SHAPE : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+            }
+        }
+    }
+    return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+}
+
 trt_woq_status check_pointers(const trt_woq_linear_params* p, size_t workspace_needed) {
     if (p->activation == nullptr || p->packed_weight == nullptr || p->scales == nullptr || p->output == nullptr) {
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    }
+    if (p->act_mode == TRT_WOQ_ACT_MODE_W8A8_DYNAMIC && p->act_asymmetric && p->weight_sums == nullptr) {
         return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
     // 16-byte vector loads of weights and activation rows (K % 64 == 0 keeps every row aligned).
@@ -113,6 +186,10 @@ using trt_woq::candidate_at;
 
 extern "C" {
 
+int32_t trt_woq_abi_version(void) {
+    return TRT_WOQ_ABI_VERSION;
+}
+
 int32_t trt_woq_linear_candidate_count(void) {
     return trt_woq::total_count();
 }
@@ -124,11 +201,17 @@ trt_woq_status trt_woq_linear_candidate_describe(int32_t id, char* buf, size_t b
     return TRT_WOQ_OK;
 }
 
+trt_woq_status trt_woq_linear_candidate_info(int32_t id, trt_woq_candidate_info* out) {
+    const trt_woq::Candidate* c = candidate_at(id);
+    if (c == nullptr || out == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    *out = {c->name, c->serves.weight_formats, c->serves.act_modes, c->serves.ops, c->serves.epilogues};
+    return TRT_WOQ_OK;
+}
+
 trt_woq_status trt_woq_linear_candidate_supports(int32_t id, const trt_woq_linear_params* params, int32_t sm) {
     const trt_woq::Candidate* c = candidate_at(id);
     if (c == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    const trt_woq_status s = trt_woq::check_common(params, sm);
-    return s != TRT_WOQ_OK ? s : c->supports(params, sm);
+    return trt_woq::candidate_supports(*c, params, sm);
 }
 
 int32_t trt_woq_linear_dispatch(const trt_woq_linear_params* params, int32_t sm) {
@@ -138,7 +221,7 @@ int32_t trt_woq_linear_dispatch(const trt_woq_linear_params* params, int32_t sm)
     const int32_t n = trt_woq::total_count();
     for (int32_t id = 0; id < n; ++id) {
         const trt_woq::Candidate* c = candidate_at(id);
-        if (c->supports(params, sm) != TRT_WOQ_OK) continue;
+        if (!trt_woq::serves(*c, params) || c->supports(params, sm) != TRT_WOQ_OK) continue;
         const int32_t score = c->score(params, sm);
         if (score >= 0 && score > best_score) {
             best = id;
@@ -166,7 +249,7 @@ trt_woq_status trt_woq_linear_run(int32_t id, const trt_woq_linear_params* param
         s = trt_woq::check_common(params, sm);
         if (s != TRT_WOQ_OK) return s;
         id = trt_woq_linear_dispatch(params, sm);
-        if (id < 0) return params->m > 16 ? TRT_WOQ_ERR_UNSUPPORTED_SHAPE : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+        if (id < 0) return trt_woq::no_candidate_reason(params);
     }
     const trt_woq::Candidate* c = candidate_at(id);
     if (c == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
@@ -181,11 +264,14 @@ trt_woq_status trt_woq_linear_run(int32_t id, const trt_woq_linear_params* param
 const char* trt_woq_status_string(trt_woq_status status) {
     switch (status) {
         case TRT_WOQ_OK: return "ok";
-        case TRT_WOQ_ERR_INVALID_ARGUMENT: return "invalid argument (null or misaligned pointer, bad enum, negative size)";
+        case TRT_WOQ_ERR_INVALID_ARGUMENT:
+            return "invalid argument (null or misaligned pointer, bad enum, negative size, inconsistent option)";
         case TRT_WOQ_ERR_UNSUPPORTED_SHAPE: return "unsupported shape (K, N, M or group size not accepted by the layout or kernel)";
         case TRT_WOQ_ERR_UNSUPPORTED_ARCH: return "unsupported architecture (no kernel for this GPU)";
         case TRT_WOQ_ERR_WORKSPACE: return "workspace missing or too small";
         case TRT_WOQ_ERR_CUDA: return "CUDA error (see trt_woq_last_cuda_error)";
+        case TRT_WOQ_ERR_UNSUPPORTED_OPTION:
+            return "unsupported option (no kernel serves this weight format, activation mode, op or epilogue)";
     }
     return "unknown status";
 }

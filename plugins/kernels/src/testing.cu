@@ -1,7 +1,7 @@
 /*
- * TEST-ONLY entry, not part of the public ABI in trt_woq/kernels.h: runs the converters of converters.cuh on an array
- * of words so tests can compare every INT8 / INT4 value in every position against a table built on the host.
- * Exported with the prefix trt_woq_testing_; nothing but tests/ may call it.
+ * TEST-ONLY entry of the test library (trt_woq_kernels_testing), not in the shipped libtrt_woq_kernels.so: runs the
+ * converters of converters.cuh on an array of words so tests can compare every INT8 / INT4 value in every position
+ * against a table built on the host.
  */
 #include <cuda_runtime.h>
 
@@ -37,8 +37,8 @@ trt_woq_status launch(const void* words, void* out, int64_t n_words, cudaStream_
 }  // namespace trt_woq
 
 /* out receives n_words * (32 / bits) values of the activation type, element order e0, e1, ... per word. */
-extern "C" __attribute__((visibility("default"))) trt_woq_status trt_woq_testing_convert(int32_t bits, int32_t act_type, const void* words, void* out,
-                                                   int64_t n_words, void* stream) {
+extern "C" __attribute__((visibility("default"))) trt_woq_status trt_woq_testing_convert(
+    int32_t bits, int32_t act_type, const void* words, void* out, int64_t n_words, void* stream) {
     if (words == nullptr || out == nullptr || n_words < 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (n_words == 0) return TRT_WOQ_OK;
     const cudaStream_t s = static_cast<cudaStream_t>(stream);

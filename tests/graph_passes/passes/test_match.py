@@ -109,3 +109,58 @@ def test_transpose_perms(rng):
     assert m.chain == (("Transpose",),) and (m.k, m.n) == (128, 64)
     skips = _find(model([0, 2, 1], (128, 64)))[1]  # invalid for 2-D, but the finder must refuse, not crash
     assert "perm [0, 2, 1]" in skips["mm"].detail
+
+
+def test_subgraph_nodes_are_found_with_their_path_and_share_keys(rng):
+    import subgraph_models as sm
+
+    graph = gs.import_onnx(sm.merged_decoder(rng))
+    matches, skips = find_linear_layers(graph, QuantConfig(group_size=64))
+    by_path = {m.path: m for m in matches}
+    assert not skips and sorted(by_path) == sorted(sm.LINEARS)
+    then_fc1, else_fc1 = by_path["If_0/then_branch/then_fc1"], by_path["If_0/else_branch/else_fc1"]
+    assert then_fc1.key("fp16") == else_fc1.key("fp16")  # w1 of the main graph, read in both branches
+    assert then_fc1.pattern == "MatMul+Add" and then_fc1.ref.name == "If_0/then_branch/then_fc1"
+    assert then_fc1.graph is not else_fc1.graph and then_fc1.graph is not graph
+    assert by_path["lm_head"].graph is graph and by_path["lm_head"].ref.name == "lm_head"
+    gemm = by_path["If_0/else_branch/else_fc2"]
+    assert gemm.pattern == "Gemm" and gemm.transpose and (gemm.k, gemm.n) == (sm.HIDDEN, sm.K)
+    inner = [by_path[p] for p in sm.LINEARS if "If_inner" in p]
+    assert len({m.key("fp16") for m in inner}) == 1  # w3 of the then branch, read in both inner branches
+
+
+def test_same_name_different_constants_do_not_share(rng):
+    """Sibling subgraphs may each hold a local initializer of the same name: different tensors, different keys."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+
+    def branch(tag):
+        return helper.make_graph([helper.make_node("MatMul", ["x", "w"], [f"{tag}_y"], name=f"{tag}_mm")], tag, [],
+                                 [vi(f"{tag}_y", TensorProto.FLOAT, None)],
+                                 initializer=[numpy_helper.from_array(models.weight(rng, 128, 64), "w")])
+
+    graph = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="If_0", then_branch=branch("a"),
+                                                else_branch=branch("b"))], "g",
+                              [vi("x", TensorProto.FLOAT, ["B", 128]), vi("c", TensorProto.BOOL, [])],
+                              [vi("y", TensorProto.FLOAT, ["B", 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    matches, _ = find_linear_layers(gs.import_onnx(model), QuantConfig())
+    a, b = matches
+    assert a.source_name == b.source_name == "w" and a.key("fp16") != b.key("fp16")
+    onnx.checker.check_model(model)
+
+
+def test_overridable_initializer_is_skipped(rng):
+    from onnx import TensorProto, helper
+
+    from graph_passes.passes.checks import keep_overridable_inputs
+
+    model = models.mlp(rng)
+    model.graph.input.append(helper.make_tensor_value_info("w1", TensorProto.FLOAT, [128, 256]))
+    graph = gs.import_onnx(model)
+    keep_overridable_inputs(model, graph)
+    matches, skips = find_linear_layers(graph, QuantConfig(group_size=64))
+    assert [m.node.name for m in matches] == ["fc2"]
+    assert skips[0].node.name == "fc1" and "overridable" in skips[0].reason and "'w1'" in skips[0].detail

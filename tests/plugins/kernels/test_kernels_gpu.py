@@ -25,6 +25,10 @@ def lib(built_library):
 
 
 def test_converters_exhaustive(lib, rng):
+    testing = Path(check.testing_library(lib))
+    if not testing.is_file():
+        pytest.skip(f"the test library {testing} is not built (cmake --build BUILD --target trt_woq_kernels_testing, "
+                    "or set TRT_WOQ_KERNELS_TESTING_PATH)")
     tally = check.Tally()
     check.test_converters(lib, tally, rng)
     assert tally.failed == 0 and tally.passed == 4

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -37,6 +40,23 @@ def test_unloadable_file_is_a_library_error(tmp_path):
         K.Kernels(bad)
 
 
+@pytest.mark.parametrize("source, version", [
+    ("int trt_woq_abi_version(void) { return 1; }", 1),
+    ("int trt_woq_other(void) { return 0; }", 1),  # built before trt_woq_abi_version existed
+    ("int trt_woq_abi_version(void) { return 3; }", 3),
+])
+def test_library_of_another_abi_is_refused(tmp_path, source, version):
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build a stand-in library")
+    (tmp_path / "stub.c").write_text(source + "\n")
+    lib = tmp_path / K.LIBRARY_NAME
+    subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "stub.c"), "-o", str(lib)], check=True)
+    with pytest.raises(K.KernelLibraryError, match=f"C ABI version {version}; this package needs version "
+                                                   f"{K.ABI_VERSION}"):
+        K.Kernels(lib)
+
+
 def test_missing_cuda_python_is_explained(monkeypatch):
     for mod in ("cuda", "cuda.bindings", "cuda.bindings.runtime"):
         monkeypatch.setitem(sys.modules, mod, None)  # makes the import fail
@@ -50,24 +70,81 @@ def test_act_names():
         K.make_params(m=1, n=4, k=64, bits=4, group_size=-1, act="fp32")
 
 
-# ---- the ctypes struct mirrors the C header ----
-def test_params_struct_matches_header(tmp_path):
+# ---- the ctypes mirrors match the C header ----
+HEADER = HEADER_DIR / "trt_woq" / "kernels.h"
+MIRRORED_ENUMS = {  # C typedef -> (Python enum, prefixes of its enumerators, longest first)
+    "trt_woq_status": (K.Status, ("TRT_WOQ_ERR_", "TRT_WOQ_")),
+    "trt_woq_act_type": (K.Act, ("TRT_WOQ_ACT_",)),
+    "trt_woq_weight_format": (K.WeightFormat, ("TRT_WOQ_WEIGHT_",)),
+    "trt_woq_act_mode": (K.ActMode, ("TRT_WOQ_ACT_MODE_",)),
+    "trt_woq_op": (K.Op, ("TRT_WOQ_OP_",)),
+    "trt_woq_epilogue": (K.Epilogue, ("TRT_WOQ_EPILOGUE_",)),
+}
+
+
+def header_enums() -> dict[str, dict[str, int]]:
+    """typedef name -> {enumerator: value} of every `typedef enum` in kernels.h."""
+    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(), flags=re.S)
+    return {name: {m[0]: int(m[1]) for m in re.findall(r"(\w+)\s*=\s*(-?\d+)", body)}
+            for body, name in re.findall(r"typedef enum \w+ \{(.*?)\} (\w+);", text, flags=re.S)}
+
+
+def test_enums_match_header():
+    enums = header_enums()
+    assert set(enums) == set(MIRRORED_ENUMS), "an enum of kernels.h has no mirror in trt_woq.kernels (or vice versa)"
+    for typedef, (py_enum, prefixes) in MIRRORED_ENUMS.items():
+        c_values = {}
+        for c_name, value in enums[typedef].items():
+            prefix = next(p for p in prefixes if c_name.startswith(p))
+            c_values[c_name[len(prefix):]] = value
+        assert c_values == {m.name: int(m) for m in py_enum}, typedef
+
+
+def test_abi_version_matches_header():
+    assert re.search(r"#define TRT_WOQ_ABI_VERSION (\d+)", HEADER.read_text())[1] == str(K.ABI_VERSION)
+
+
+@pytest.mark.parametrize("c_struct, mirror", [
+    ("trt_woq_linear_params", K.LinearParams),
+    ("trt_woq_conv_geometry", K.ConvGeometry),
+    ("trt_woq_candidate_info", K.CandidateInfo),
+])
+def test_struct_matches_header(tmp_path, c_struct, mirror):
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler to read the header's struct layout")
-    fields = [f for f, _ in K.LinearParams._fields_]
+    fields = [f for f, _ in mirror._fields_]
     src = tmp_path / "layout.c"
     src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "trt_woq/kernels.h"\nint main(void) {\n'
-                   + '  printf("%zu\\n", sizeof(trt_woq_linear_params));\n'
-                   + "".join(f'  printf("%zu\\n", offsetof(trt_woq_linear_params, {f}));\n' for f in fields)
+                   + f'  printf("%zu\\n", sizeof({c_struct}));\n'
+                   + "".join(f'  printf("%zu %zu\\n", offsetof({c_struct}, {f}), sizeof((({c_struct}*)0)->{f}));\n'
+                             for f in fields)
                    + "  return 0;\n}\n")
     exe = tmp_path / "layout"
-    subprocess.run([cc, f"-I{HEADER_DIR}", str(src), "-o", str(exe)], check=True)
+    subprocess.run([cc, "-Wall", "-Werror", f"-I{HEADER_DIR}", str(src), "-o", str(exe)], check=True)
     out = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
-    import ctypes
+    assert out[0] == ctypes.sizeof(mirror)
+    assert out[1:] == [v for f in fields for v in (getattr(mirror, f).offset, getattr(mirror, f).size)]
 
-    assert out[0] == ctypes.sizeof(K.LinearParams)
-    assert out[1:] == [getattr(K.LinearParams, f).offset for f in fields]
+
+def test_make_params_names_the_format_once():
+    assert K.make_params(m=1, n=4, k=64, bits=6, group_size=-1).weight_format == K.WeightFormat.FP6_E3M2
+    p = K.make_params(m=1, n=4, k=64, weight_format="fp6_e3m2", group_size=-1)
+    assert (p.weight_format, p.layout_version) == (K.WeightFormat.FP6_E3M2, 2)
+    assert K.make_params(m=1, n=4, k=64, weight_format=K.WeightFormat.INT8, group_size=-1).layout_version == 1
+    with pytest.raises(ValueError, match="one of"):
+        K.make_params(m=1, n=4, k=64, bits=4, weight_format="int4", group_size=-1)
+    with pytest.raises(ValueError, match="bits must be"):
+        K.make_params(m=1, n=4, k=64, bits=3, group_size=-1)
+    with pytest.raises(ValueError, match="weight_format must be"):
+        K.make_params(m=1, n=4, k=64, weight_format="int2", group_size=-1)
+
+
+def test_describe_names_the_options():
+    p = K.make_params(m=2, n=8, k=64, weight_format="int8", group_size=-1, act_mode=K.ActMode.W8A8_DYNAMIC,
+                      act_asymmetric=True, epilogue=K.Epilogue.GELU_TANH)
+    assert p.describe() == ("m=2, n=8, k=64, int8 per-channel, fp16, w8a8_dynamic asymmetric, epilogue gelu_tanh, "
+                            "layout v1")
 
 
 # ---- host-side behaviour of a built library (no GPU needed) ----
@@ -80,24 +157,41 @@ def test_candidates_are_named(built_library):
         lib.candidate_name(len(names))
 
 
+class Raw(NamedTuple):
+    """A struct field value set after make_params (which would refuse it)."""
+
+    value: int
+
+
 @pytest.mark.parametrize("kw, status", [
     (dict(k=4000), K.Status.UNSUPPORTED_SHAPE),           # K % 64
     (dict(n=4098), K.Status.UNSUPPORTED_SHAPE),           # N % 4 for INT4
     (dict(group_size=96), K.Status.UNSUPPORTED_SHAPE),
     (dict(k=4160, group_size=128), K.Status.UNSUPPORTED_SHAPE),  # group must divide K
-    (dict(bits=3), K.Status.UNSUPPORTED_SHAPE),
-    (dict(layout_version=2), K.Status.UNSUPPORTED_SHAPE),
+    (dict(weight_format=Raw(3)), K.Status.INVALID_ARGUMENT),  # outside the enum
+    (dict(layout_version=2), K.Status.UNSUPPORTED_SHAPE),  # not INT4's layout
+    (dict(weight_format="fp6_e3m2", layout_version=1), K.Status.UNSUPPORTED_SHAPE),
     (dict(n=-4), K.Status.INVALID_ARGUMENT),
+    (dict(act_mode=2), K.Status.INVALID_ARGUMENT),
+    (dict(act_asymmetric=True), K.Status.INVALID_ARGUMENT),  # no activation offset without W8A8
+    (dict(op=2), K.Status.INVALID_ARGUMENT),
+    (dict(op=K.Op.CONV2D), K.Status.INVALID_ARGUMENT),       # conv geometry left empty
+    (dict(epilogue=6), K.Status.INVALID_ARGUMENT),
+    (dict(epilogue=K.Epilogue.CLIP, clip_min=1.0, clip_max=-1.0), K.Status.INVALID_ARGUMENT),
+    (dict(epilogue=K.Epilogue.CLIP, clip_min=float("nan"), clip_max=1.0), K.Status.INVALID_ARGUMENT),
     (dict(m=17), K.Status.UNSUPPORTED_SHAPE),             # the GEMV's M limit
     (dict(), K.Status.OK),
     (dict(k=4160, n=1028, group_size=64), K.Status.OK),   # odd sizes the layout accepts
-    (dict(bits=8, n=1026, group_size=-1), K.Status.OK),   # N % 2 for INT8
+    (dict(weight_format="int8", n=1026, group_size=-1), K.Status.OK),  # N % 2 for INT8
 ])
 def test_gemv_supports(built_library, kw, status):
     lib = K.Kernels(built_library)
-    base = dict(m=1, n=4096, k=4096, bits=4, group_size=128)
-    base.update(kw)
+    base = dict(m=1, n=4096, k=4096, weight_format="int4", group_size=128)
+    base.update({f: v for f, v in kw.items() if not isinstance(v, Raw)})
     p = K.make_params(**base)
+    for f, v in kw.items():
+        if isinstance(v, Raw):
+            setattr(p, f, v.value)
     gemv = [i for i, n in enumerate(lib.candidates()) if n.startswith("gemv")]
     assert {lib.supports(i, p, sm=90) for i in gemv} == {status}
     assert lib.supports(gemv[0], K.make_params(m=1, n=4096, k=4096, bits=4, group_size=128), sm=75) == \

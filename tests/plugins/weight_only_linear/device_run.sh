@@ -108,15 +108,15 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_bad_group96.o
     echo "polygraphy convert --plugins $(basename $lib): exit $?; $(grep -h -m3 "registered\|Plugin not found\|Saving engine\|Error\|PASSED\|FAILED" "$bdir/pg.log" | tr '\n' ' ')"
     rm -f "$bdir/pg.engine"
   done
-  # The Python runtime and the CLI against TensorRT-RTX's Python API: build_engine through `graph_passes build`.
-  echo "== C: python -m graph_passes build (trt_woq.engine.build_engine) with TensorRT-RTX"
+  # The Python runtime and the CLI against TensorRT-RTX's Python API: build_engine through `trt_woq build`.
+  echo "== C: python -m trt_woq build (trt_woq.engine.build_engine) with TensorRT-RTX"
   for m in build/c_models/llama16.int4g128.onnx build/c_models/llama32.int4g128asym_bf16.onnx; do
     [[ -f $m ]] || continue
     rm -f "$bdir/$(basename "$m" .onnx).engine"
     PYTHONPATH=$root/python:$root:${PYTHONPATH:-} TRT_WOQ_TENSORRT_MODULE=tensorrt_rtx \
       TRT_WOQ_PLUGIN_PATH=$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so \
-      python3 -m graph_passes build "$m" -o "$bdir/$(basename "$m" .onnx).engine" 2>&1 | tail -5
-    echo "graph_passes build $m: exit ${PIPESTATUS[0]}, engine $(stat -c %s "$bdir/$(basename "$m" .onnx).engine" 2>/dev/null || echo none) bytes"
+      python3 -m trt_woq build "$m" -o "$bdir/$(basename "$m" .onnx).engine" 2>&1 | tail -5
+    echo "trt_woq build $m: exit ${PIPESTATUS[0]}, engine $(stat -c %s "$bdir/$(basename "$m" .onnx).engine" 2>/dev/null || echo none) bytes"
   done
   exit $rc
 fi

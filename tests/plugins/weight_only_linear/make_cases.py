@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,12 +64,30 @@ def write_case(out: Path, name: str, attrs: dict, act: str, packed: np.ndarray, 
     return " ".join([name] + [str(attrs[a]) for a in INT_ATTRS] + [act])
 
 
+class SyntheticConfig(NamedTuple):
+    bits: int
+    group_size: int
+    asymmetric: bool
+    bias: bool
+
+
+# The synthetic matrix; tests/plugins/kernels/test_registry_walk.py checks that it covers every (weight format,
+# activation mode, op, epilogue) a kernel candidate claims (see synthetic_combinations).
+SYNTHETIC_CONFIGS = (SyntheticConfig(8, -1, False, True), SyntheticConfig(4, -1, False, False),
+                     SyntheticConfig(4, 128, False, True), SyntheticConfig(4, 128, True, False))
+
+
+def synthetic_combinations() -> set[tuple[str, str, str, str]]:
+    """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that the synthetic cases run with
+    every tactic: WeightOnlyLinear nodes are weight-only linears without a fused activation."""
+    names = {8: "int8", 4: "int4"}
+    return {(names[c.bits], "weight_only", "linear", "none") for c in SYNTHETIC_CONFIGS}
+
+
 def synthetic_cases(out: Path, rng: np.random.Generator, k: int, n: int) -> list[str]:
     lines = []
-    # (bits, group_size, asymmetric, with bias)
-    configs = [(8, -1, False, True), (4, -1, False, False), (4, 128, False, True), (4, 128, True, False)]
     for act in ("fp16", "bf16"):
-        for bits, g, asym, with_bias in configs:
+        for bits, g, asym, with_bias in SYNTHETIC_CONFIGS:
             groups = 1 if g == -1 else k // g
             u = rng.integers(0, 1 << bits, size=(k, n), dtype=np.int64).astype(np.uint8)
             packed = interleaved_v1.pack(u, bits)

@@ -96,7 +96,7 @@ def test_make_cases_writes_what_the_harness_reads(tmp_path):
                                                      None if zeros is None else zeros.reshape(groups, n), k, n, bits, g)
         np.testing.assert_array_equal(wref, expect)
         assert np.abs(wref).max() > 0
-    # the matrix the issue asks for: INT8 per-channel, INT4 per-channel, g128, g128 asymmetric, x fp16 / bf16
+    # the synthetic matrix: INT8 per-channel, INT4 per-channel, g128, g128 asymmetric, x fp16 / bf16
     for act in ("fp16", "bf16"):
         assert {(8, -1, 0, act), (4, -1, 0, act), (4, 128, 0, act), (4, 128, 1, act)} <= seen
 

@@ -62,3 +62,15 @@ def test_interleaved_timing_orders_methods_and_isolates_a_failure():
     assert slow > 10 * fast
     with pytest.raises(RuntimeError, match="setup failed"):
         bench.time_calls([broken])
+
+
+def test_dumps_is_one_line_per_key_and_row_and_round_trips():
+    import json
+
+    rng = np.random.default_rng()
+    rows = [_row(4096, 4096, int(m), "int4_g128", float(rng.uniform(3, 9)), 1 << 23) for m in rng.integers(1, 99, 5)]
+    result = {"device": "H100", "copy_gbps": float(rng.uniform(2000, 3000)), "sm_mhz": {"4096x4096/m1": 1980},
+              "rows": rows, "command": "python -m trt_woq.bench"}
+    text = bench.dumps(result)
+    assert json.loads(text) == result
+    assert len(text.splitlines()) == 2 + (len(result) - 1) + 2 + len(rows)  # braces, keys, "rows": [ ... ], rows

@@ -1,4 +1,4 @@
-"""compare_trt refuses cleanly where TensorRT is missing (what `graph_passes compare --trt` shows)."""
+"""compare_trt refuses cleanly where TensorRT is missing (what `python -m trt_woq compare` shows)."""
 
 from __future__ import annotations
 
@@ -44,3 +44,14 @@ def test_polygraphy_runner_wraps_engine_runner(monkeypatch):
         out = runner.infer({"X": np.ones((3, 4), np.float32)})
     np.testing.assert_array_equal(out["Y"], np.full((3, 4), 2, np.float32))
     assert events == [("init", b"E"), ("close",)]
+
+
+def test_engine_profile_spans_every_sample():
+    import numpy as np
+
+    from trt_woq.compare import _profile
+
+    feeds = [{"ids": np.zeros((1, 7), np.int64), "flag": np.array(True)},
+             {"ids": np.zeros((2, 3), np.int64), "flag": np.array(False)},
+             {"ids": np.zeros((1, 12), np.int64), "flag": np.array(True)}]
+    assert _profile(feeds) == {"ids": ((1, 3), (1, 7), (2, 12)), "flag": ((), (), ())}

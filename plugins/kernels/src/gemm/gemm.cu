@@ -7,7 +7,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -84,12 +83,10 @@ constexpr int kMaxTailSplitAlone = 4;  // heuristic: most slices of a tail split
 // CTAs (cluster units) of warp-specialized tile `t` that run at once on kSms SMs: one wave.
 int64_t ws_wave(const TileConfig& t) { return kSms * ws_ctas_per_sm(t.bm) / t.cluster; }
 
-thread_local char g_last_cuda_error[64] = "";
 thread_local cudaError_t g_last_cuda_code = cudaSuccess;
 
 trt_woq_status cuda_fail(cudaError_t e) {
     g_last_cuda_code = e;
-    std::snprintf(g_last_cuda_error, sizeof(g_last_cuda_error), "%s", cudaGetErrorName(e));
     return TRT_WOQ_ERR_CUDA;
 }
 
@@ -162,13 +159,14 @@ trt_woq_status check_problem(const trt_woq_linear_params* p) {
     if (p->m < 1 || p->n < 1 || p->k < 1) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->n > 65535 * 128) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // grid.y = N / BN
     if (p->act_type != TRT_WOQ_ACT_FP16 && p->act_type != TRT_WOQ_ACT_BF16) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->bits != 4 && p->bits != 8) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8)
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->layout_version != 1) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indices inside the kernel: rows, columns and K below 2^31, and M * N partial planes below 2^40.
     if (p->m >= (int64_t(1) << 31) || p->n >= (int64_t(1) << 31) || p->k >= (int64_t(1) << 31))
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     if (p->k % kBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    if (p->n % (p->bits == 8 ? 2 : 4) != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->n % (p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 2 : 4) != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     const int g = p->group_size;
     if (g != -1 && g != 32 && g != 64 && g != 128 && g != 256) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     if (g != -1 && p->k % g != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -183,7 +181,8 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (st != TRT_WOQ_OK) return st;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     const TileConfig& t = kTiles[tile_of(id)];
-    if (smem_bytes(t, p->bits) > smem_limit(sm)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (smem_bytes(t, p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4) > smem_limit(sm))
+        return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)
@@ -393,7 +392,7 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at M >= 1024 with K <= 4096, but
         // through the public dispatch in one run slower (4096 x 4096, M = 1024: 53.8 vs 48.3 us; 4096 x 6144:
         // 89.3 vs 85.7) or even (docs/performance.md, 2026-11-22 13:50).
-        const bool int4 = params->bits == 4;
+        const bool int4 = params->weight_format == TRT_WOQ_WEIGHT_INT4;
         const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : 7);
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
@@ -451,7 +450,7 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
 
     trt_woq_status r;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if (p->bits == 4)
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4)
         r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan, args, p->workspace, s)
                  : launch_bits_type<4, half>(plan, args, p->workspace, s);
     else
@@ -478,48 +477,3 @@ const char* candidate_name(int id) {
 
 }  // namespace gemm
 }  // namespace trt_woq
-
-using namespace trt_woq::gemm;
-
-extern "C" {
-
-int32_t trt_woq_gemm_candidate_count(void) { return kNumCandidates; }
-
-trt_woq_status trt_woq_gemm_candidate_describe(int32_t id, char* buf, size_t buf_size) {
-    if (id < 0 || id >= kNumCandidates || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    std::snprintf(buf, buf_size, "%s", candidate_name(id));
-    return TRT_WOQ_OK;
-}
-
-trt_woq_status trt_woq_gemm_candidate_supports(int32_t id, const trt_woq_linear_params* params, int32_t sm) {
-    return supports(id, params, sm);
-}
-
-size_t trt_woq_gemm_workspace_size(int32_t id, const trt_woq_linear_params* params, int32_t sm) {
-    if (id == TRT_WOQ_CANDIDATE_AUTO) id = trt_woq_gemm_dispatch(params, sm);
-    if (supports(id, params, sm) != TRT_WOQ_OK) return 0;
-    return workspace_bytes(id, *params);
-}
-
-int32_t trt_woq_gemm_dispatch(const trt_woq_linear_params* params, int32_t sm) { return heuristic(params, sm); }
-
-trt_woq_status trt_woq_gemm_run(int32_t id, const trt_woq_linear_params* p, void* stream) {
-    if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    int dev = 0, major = 0, minor = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (e != cudaSuccess) return cuda_fail(e);
-    const int sm = 10 * major + minor;
-    if (id == TRT_WOQ_CANDIDATE_AUTO) id = heuristic(p, sm);
-    if (id == -1) return check_problem(p) != TRT_WOQ_OK ? check_problem(p) : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    const trt_woq_status st = supports(id, p, sm);
-    if (st != TRT_WOQ_OK) return st;
-    if (!p->activation || !p->packed_weight || !p->scales || !p->output) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (!aligned(p->activation, 16) || !aligned(p->packed_weight, 16)) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    return launch(id, p, static_cast<cudaStream_t>(stream));
-}
-
-const char* trt_woq_gemm_last_cuda_error(void) { return g_last_cuda_error; }
-
-}  // extern "C"

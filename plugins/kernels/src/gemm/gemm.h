@@ -1,8 +1,9 @@
 /*
  * The tensor-core GEMM's candidates (M > 16), with the same shape as the public candidate API of
  * include/trt_woq/kernels.h so the library's registry can list them next to the GEMV: ids 0 .. count-1 here are
- * local to the GEMM; the registry maps its own ids onto them. Exported with C linkage (prefix trt_woq_gemm_) so
- * the device tests can also call the GEMM directly. docs/kernels_gemm.md describes the kernel and its limits.
+ * local to the GEMM; the registry maps its own ids onto them. The C entries (prefix trt_woq_gemm_) are defined in
+ * src/testing_gemm.cu, in the test library only, so the device tests can call the GEMM directly.
+ * docs/kernels_gemm.md describes the kernel and its limits.
  */
 #ifndef TRT_WOQ_GEMM_H
 #define TRT_WOQ_GEMM_H

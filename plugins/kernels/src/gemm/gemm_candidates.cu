@@ -39,7 +39,8 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return p->m > 16 ? 200 : 5;
 }
 
-#define TRT_WOQ_GEMM_CANDIDATE(id) {gemm::candidate_name(id), supports<id>, workspace<id>, launch<id>, score<id>}
+#define TRT_WOQ_GEMM_CANDIDATE(id) \
+    {gemm::candidate_name(id), kIntWeightOnlyLinear, supports<id>, workspace<id>, launch<id>, score<id>}
 
 }  // namespace
 

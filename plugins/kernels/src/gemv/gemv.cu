@@ -50,7 +50,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
     pl.cluster = cluster;
     pl.sms = dev.sms;
-    pl.smem_per_warp = pl.stages * stage_bytes(p->bits, nt, p->m);
+    pl.smem_per_warp = pl.stages * stage_bytes(int_bits(p->weight_format), nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
     // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit. M > 8 with at most one CTA per
     // SM takes the whole limit: 16 activation rows are 4 KB per warp and stage, so 110 KB leave 3 (NT = 8) to 5
@@ -88,7 +88,9 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     if (s != TRT_WOQ_OK) return s;
     const Plan plan = make_plan(p, NT, CLUSTER, KPARTS, dev);
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if (p->bits == 4) return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
+        return bf16 ? launch_i4_bf16(plan, p, stream) : launch_i4_f16(plan, p, stream);
+    }
     return bf16 ? launch_i8_bf16(plan, p, stream) : launch_i8_f16(plan, p, stream);
 }
 
@@ -119,7 +121,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     int want_nt = 4;
     int want_kparts = 1;
     bool want_cluster = false;
-    if (p->m <= 8 && p->bits == 4) {
+    if (p->m <= 8 && p->weight_format == TRT_WOQ_WEIGHT_INT4) {
         DeviceInfo dev;
         const bool known = device_info(&dev) == TRT_WOQ_OK;
         const int64_t tiles6 = (p->n + 47) / 48;
@@ -134,7 +136,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     } else if (p->m <= 8) {
         want_nt = p->k >= 16384 ? 4 : 2;
         want_kparts = 4;
-    } else if (p->bits == 4 && sm >= 90) {
+    } else if (p->weight_format == TRT_WOQ_WEIGHT_INT4 && sm >= 90) {
         DeviceInfo dev;
         const int64_t tiles8 = (p->n + 63) / 64;
         const int64_t sms = device_info(&dev) == TRT_WOQ_OK ? dev.sms : 0;
@@ -164,21 +166,21 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 // are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
 // makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
+#define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS)                                                       \
+    {name, kIntWeightOnlyLinear, gemv::supports<NT, CLUSTER, KPARTS>, gemv::no_workspace,                        \
+     gemv::launch<NT, CLUSTER, KPARTS>, gemv::score<NT, CLUSTER, KPARTS>}
 const Candidate kGemvCandidates[] = {
-    {"gemv_mma_nt2", gemv::supports<2, false>, gemv::no_workspace, gemv::launch<2, false>, gemv::score<2, false>},
-    {"gemv_mma_nt4", gemv::supports<4, false>, gemv::no_workspace, gemv::launch<4, false>, gemv::score<4, false>},
-    {"gemv_mma_nt6", gemv::supports<6, false>, gemv::no_workspace, gemv::launch<6, false>, gemv::score<6, false>},
-    {"gemv_mma_nt8", gemv::supports<8, false>, gemv::no_workspace, gemv::launch<8, false>, gemv::score<8, false>},
-    {"gemv_mma_nt2_cluster", gemv::supports<2, true>, gemv::no_workspace, gemv::launch<2, true>, gemv::score<2, true>},
-    {"gemv_mma_nt4_cluster", gemv::supports<4, true>, gemv::no_workspace, gemv::launch<4, true>, gemv::score<4, true>},
-    {"gemv_mma_nt8_cluster", gemv::supports<8, true>, gemv::no_workspace, gemv::launch<8, true>, gemv::score<8, true>},
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1),
     // The same kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
-    {"gemv_mma_nt2_kparts4", gemv::supports<2, false, 4>, gemv::no_workspace, gemv::launch<2, false, 4>,
-     gemv::score<2, false, 4>},
-    {"gemv_mma_nt4_kparts4", gemv::supports<4, false, 4>, gemv::no_workspace, gemv::launch<4, false, 4>,
-     gemv::score<4, false, 4>},
-    {"gemv_mma_nt6_kparts4", gemv::supports<6, false, 4>, gemv::no_workspace, gemv::launch<6, false, 4>,
-     gemv::score<6, false, 4>},
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4),
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

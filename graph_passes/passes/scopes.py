@@ -1,0 +1,61 @@
+"""Initializers of subgraphs, after onnx-graphsurgeon's export: one copy of each weight, where every user sees it.
+
+onnx-graphsurgeon exports a constant as an initializer of every graph whose nodes read it, so a weight shared by
+the two branches of an If (an LLM exporter's merged decoder: with-past and without-past branches reading the same
+initializers) comes out twice, packed or not. :func:`hoist_shared_initializers` keeps one copy in the main graph,
+from where subgraphs read it as an outer-scope value, when every copy is the same tensor (same name, same bytes).
+"""
+
+from __future__ import annotations
+
+
+def all_graphs(graph):
+    """``graph`` (an onnx.GraphProto) and, depth first, every subgraph of its If / Loop / Scan nodes."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+                yield from all_graphs(g)
+
+
+def _names(graph) -> set[str]:
+    """Every name the main graph defines or uses itself (inputs, initializers, node inputs and outputs)."""
+    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+    return names
+
+
+def hoist_shared_initializers(model) -> int:
+    """Moves subgraph initializers that are copies of one tensor into the main graph; returns how many copies were
+    removed. A name bound to different bytes in two graphs (legal in sibling subgraphs) is left alone."""
+    copies: dict[str, list] = {}
+    subgraphs = list(all_graphs(model.graph))[1:]
+    for g in subgraphs:
+        for t in g.initializer:
+            copies.setdefault(t.name, []).append((g, t))
+    main = {t.name: t for t in model.graph.initializer}
+    taken = _names(model.graph)
+    for g in subgraphs:  # a name a subgraph computes or takes as input may not come from the main graph as well
+        taken.update(i.name for i in g.input)
+        taken.update(o for node in g.node for o in node.output)
+    removed = 0
+    for name, found in copies.items():
+        first = main.get(name, found[0][1])
+        if len(found) + (name in main) < 2:
+            continue
+        data = first.SerializeToString()
+        if any(t.SerializeToString() != data for _, t in found if t is not first):
+            continue
+        if name not in main:
+            if name in taken:  # the main graph uses the name for something else
+                continue
+            model.graph.initializer.append(first)
+            removed -= 1
+        for g, _ in found:
+            kept = [t for t in g.initializer if t.name != name]
+            del g.initializer[:]
+            g.initializer.extend(kept)
+            removed += 1
+    return removed

@@ -1,0 +1,125 @@
+"""graph_passes.feeds: real inputs from .npz files and data-loader scripts, checked against the model's inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graph_passes.errors import UserError
+from graph_passes.feeds import InputSpec, load_npz_feeds, load_script_feeds, model_input_specs
+
+
+def _model():
+    vi = helper.make_tensor_value_info
+    inputs = [vi("input_ids", TensorProto.INT64, ["batch", "seq"]), vi("x", TensorProto.FLOAT, [None, 8]),
+              vi("w", TensorProto.FLOAT, [8, 4])]  # w: an overridable weight (also an initializer)
+    w = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", inputs,
+                              [vi("y", TensorProto.FLOAT, [None, 4])], initializer=[w])
+    return helper.make_model(graph)
+
+
+SPECS = [InputSpec("input_ids", np.dtype(np.int64), ("batch", "seq")), InputSpec("x", np.dtype(np.float32), (None, 8))]
+
+
+def test_model_input_specs_skip_initializers():
+    assert model_input_specs(_model()) == SPECS
+
+
+def _npz(tmp_path, **arrays):
+    path = tmp_path / "data.npz"
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def test_npz_samples_keep_the_batch_axis_and_cast_within_kind(tmp_path, rng):
+    ids = rng.integers(0, 100, (5, 2, 7)).astype(np.int32)
+    x = rng.standard_normal((5, 3, 8))  # float64: cast to the model's float32
+    feeds = load_npz_feeds(_npz(tmp_path, input_ids=ids, x=x), SPECS)
+    assert len(feeds) == 5
+    for i, f in enumerate(feeds):
+        assert f["input_ids"].dtype == np.int64 and f["input_ids"].shape == (2, 7)
+        np.testing.assert_array_equal(f["input_ids"], ids[i])
+        assert f["x"].dtype == np.float32
+        np.testing.assert_array_equal(f["x"], x[i].astype(np.float32))
+    assert len(load_npz_feeds(_npz(tmp_path, input_ids=ids, x=x), SPECS, limit=2)) == 2
+
+
+@pytest.mark.parametrize("arrays,match", [
+    (dict(x=np.zeros((2, 1, 8))), "no array for input input_ids"),
+    (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((2, 1, 8)), z=np.zeros(2)), "z is not an input"),
+    (dict(input_ids=np.zeros((2, 1, 3)), x=np.zeros((2, 1, 8))), "float64 data for a int64 input"),
+    (dict(input_ids=np.zeros((2, 3), np.int64), x=np.zeros((2, 1, 8))), r"input input_ids: shape \[3\]"),
+    (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((2, 1, 5))), r"does not match the model's \['\?', 8\]"),
+    (dict(input_ids=np.zeros((0, 1, 3), np.int64), x=np.zeros((0, 1, 8))), "no samples"),
+    (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((3, 1, 8))), "different numbers of samples"),
+    (dict(input_ids=np.full((1, 1, 3), 2**40, np.int64), x=np.zeros((1, 1, 8))), None),
+])
+def test_npz_refusals_name_file_and_input(tmp_path, arrays, match):
+    path = _npz(tmp_path, **arrays)
+    if match is None:  # int64 values beyond int32 are fine for an int64 input
+        assert load_npz_feeds(path, SPECS)[0]["input_ids"][0, 0] == 2**40
+        return
+    with pytest.raises(UserError, match=match) as err:
+        load_npz_feeds(path, SPECS)
+    assert str(err.value).startswith(path)
+
+
+def test_npz_unreadable_and_missing(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_npz_feeds(tmp_path / "none.npz", SPECS)
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(UserError, match="not a readable .npz"):
+        load_npz_feeds(bad, SPECS)
+    small = [InputSpec("ids", np.dtype(np.int32), (4,))]
+    with pytest.raises(UserError, match="values .* do not fit int32"):
+        load_npz_feeds(_npz(tmp_path, ids=np.full((1, 4), 2**40, np.int64)), small)
+
+
+def _script(tmp_path, body, name="loader.py"):
+    path = tmp_path / name
+    path.write_text(body)
+    return str(path)
+
+
+def test_script_default_and_named_function_read_lazily(tmp_path):
+    body = ("import numpy as np\n"
+            "def load_data():\n"
+            "    for i in range(1000):\n"
+            "        if i == 3:\n"
+            "            raise RuntimeError('read past the limit')\n"
+            "        yield {'input_ids': np.full((1, 4), i), 'x': np.full((2, 8), float(i))}\n"
+            "def two():\n"
+            "    return [{'input_ids': np.zeros((1, 4), np.int64), 'x': np.ones((1, 8), np.float32)}] * 2\n")
+    path = _script(tmp_path, body)
+    feeds = load_script_feeds(path, SPECS, limit=3)
+    assert [int(f["input_ids"][0, 0]) for f in feeds] == [0, 1, 2]
+    assert feeds[2]["x"].dtype == np.float32 and feeds[2]["input_ids"].dtype == np.int64
+    assert len(load_script_feeds(f"{path}:two", SPECS)) == 2
+
+
+@pytest.mark.parametrize("body,spec,match", [
+    ("raise RuntimeError('no dataset here')\n", "", "failed to import: RuntimeError: no dataset here"),
+    ("import not_a_module_xyz\n", "", "failed to import: ModuleNotFoundError"),
+    ("def load_data():\n    raise ValueError('bad\\nsplit')\n", "", "failed: ValueError: bad split"),
+    ("def load_data():\n    return 3\n", "", "failed: TypeError"),
+    ("def load_data():\n    return [[1, 2]]\n", "", r"sample 0\): expected a dict"),
+    ("def load_data():\n    return []\n", "", "returned no samples"),
+    ("def other():\n    return []\n", ":missing", r"no function missing\(\)"),
+    ("import numpy as np\ndef load_data():\n    return [{'input_ids': np.zeros((1, 4)), 'x': np.zeros((1, 8))}]\n",
+     "", r"sample 0\): input input_ids: float64 data for a int64 input"),
+])
+def test_script_errors_are_one_line_user_errors(tmp_path, body, spec, match):
+    path = _script(tmp_path, body)
+    with pytest.raises(UserError, match=match) as err:
+        load_script_feeds(path + spec, SPECS)
+    assert "\n" not in str(err.value) and str(err.value).startswith(path)
+
+
+def test_script_missing_and_limit(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_script_feeds(str(tmp_path / "none.py"), SPECS)
+    with pytest.raises(UserError, match="must be >= 1"):
+        load_script_feeds(str(tmp_path / "none.py"), SPECS, limit=0)
