@@ -30,7 +30,6 @@ from graph_passes.errors import QuantizationError, UserError
 
 # weight format name -> factory(bits, group_size, asymmetric, act_dtype, clip_ratios, name) -> GroupCodec
 CODECS = {"int8": int_codec, "int4": int_codec}
-CALIBRATED = ("awq", "gptq")
 
 
 def codec_for(fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios, name: str) -> GroupCodec:
