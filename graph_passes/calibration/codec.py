@@ -124,9 +124,11 @@ def finish_weight(codec: GroupCodec, codes: np.ndarray, params, w: np.ndarray) -
     k, n = codes.shape
     g = codec.rows_per_group(k)
     qw = codec.assemble(codes, params)
-    deq = codec.dequantize(codes.reshape(k // g, g, n), params).reshape(k, n)
-    qw.sq_error = float(np.square(deq - w, dtype=np.float64).sum())
-    qw.sq_norm = float(np.square(w, dtype=np.float64).sum())
+    d = codec.dequantize(codes.reshape(k // g, g, n), params).reshape(k, n)
+    d -= w
+    np.square(d, out=d)
+    qw.sq_error = float(d.sum(dtype=np.float64))  # float64 sums without a float64 copy of the weight
+    qw.sq_norm = float(np.square(w).sum(dtype=np.float64))
     return qw
 
 
