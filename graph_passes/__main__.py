@@ -16,6 +16,7 @@ from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_si
 from graph_passes.registry.methods import METHODS
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's status for SIGINT
 MAX_INPUT_ELEMENTS = 1 << 28  # per generated compare input: 1 GiB of float32
 
 
@@ -101,8 +102,9 @@ def cmd_build(args) -> int:
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
                        method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
-                       min_elements=args.min_elements, progress=progress, calib_data=args.calib_data,
-                       calib_script=args.calib_script, calib_samples=args.calib_samples)
+                       min_elements=args.min_elements, fuse_activations=not args.no_fuse_activations,
+                       progress=progress, calib_data=args.calib_data, calib_script=args.calib_script,
+                       calib_samples=args.calib_samples)
 
 
 def _parse_shapes(items):
@@ -187,9 +189,18 @@ def _add_quant_options(p) -> None:
     p.add_argument("--include", action="append", metavar="REGEX",
                    help="quantize only nodes whose name matches (repeatable)")
     p.add_argument("--exclude", action="append", metavar="REGEX", help="skip nodes whose name matches (repeatable)")
+    p.add_argument("--no-fuse-activations", action="store_true",
+                   help="keep the Relu / Clip / SiLU / GELU after a quantized node as ONNX ops (plugin format)")
     p.add_argument("--min-elements", type=int, default=0, metavar="N",
                    help="skip weights with fewer than N elements (default 0)")
-    p.add_argument("--report", metavar="FILE.json", help="also write the summary as JSON")
+    p.add_argument("--report", metavar="FILE.json", type=_file_name, help="also write the summary as JSON")
+
+
+def _file_name(text: str) -> str:
+    """An output path as given; an empty one would otherwise read as "not given" (default output, no report)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; give a file name")
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -241,7 +252,7 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     short, long = _doc(cmd_quantize)
     p = sub.add_parser("quantize", help=short, description=long, formatter_class=fmt)
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
-    p.add_argument("-o", "--output", metavar="OUT", help="output .onnx file")
+    p.add_argument("-o", "--output", metavar="OUT", type=_file_name, help="output .onnx file")
     _add_quant_options(p)
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing output / report (never the input or its external data)")
@@ -290,6 +301,9 @@ def main(argv=None, parser=None, errors: tuple = ()) -> int:
     except (UserError, LayoutError, OSError, *errors) as exc:
         print(f"trt-woq {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the temporary files are already removed
+        print(f"trt-woq {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _one_line(exc: Exception) -> str:

@@ -40,6 +40,8 @@ from graph_passes.passes.checks import by_bits
 from graph_passes.passes.scopes import all_graphs
 
 OP_TYPE = "WeightOnlyLinear"
+CONV_OP_TYPE = "WeightOnlyConv"
+OP_TYPES = (OP_TYPE, CONV_OP_TYPE)
 DOMAIN = "trt_woq"
 DEFAULT_BATCH = 2        # a dynamic first dimension
 DEFAULT_DYNAMIC_DIM = 32  # any other dynamic dimension (sequence length, ...)
@@ -214,39 +216,59 @@ def _int_tensor(name: str, values: np.ndarray, bits: int):
 
 
 def _is_plugin(node) -> bool:
-    return node.op_type == OP_TYPE and node.domain == DOMAIN
+    return node.op_type in OP_TYPES and node.domain == DOMAIN
 
 
 def has_plugin_nodes(model) -> bool:
     return any(_is_plugin(n) for g in all_graphs(model.graph) for n in g.node)
 
 
+def _node_attributes(node, name):
+    from graph_passes.errors import QuantizationError
+    from graph_passes.op import WoqAttributes
+    from graph_passes.op_conv import ConvAttributes
+
+    where = f"{node.op_type} node {name}"
+    try:
+        attrs = (ConvAttributes if node.op_type == CONV_OP_TYPE else WoqAttributes).from_dict(_attrs(node))
+    except QuantizationError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    try:
+        return attrs.validate(where)
+    except QuantizationError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
-    """The DequantizeLinear + MatMul (+ Add, + Casts) nodes standing for one WeightOnlyLinear node."""
+    """The nodes standing for one plugin node: DequantizeLinear + MatMul (+ Add) for WeightOnlyLinear,
+    DequantizeLinear + Reshape + Conv for WeightOnlyConv, then the epilogue as standard ops (+ Casts for bf16)."""
     from onnx import TensorProto, helper, numpy_helper
 
+    from graph_passes.passes.epilogue import twin_nodes
+
     name = node.name or node.output[0]
-    a = _attrs(node)
-    try:
-        bits, group, k, n = int(a["bits"]), int(a["group_size"]), int(a["in_features"]), int(a["out_features"])
-        has_zeros, has_bias, layout = int(a.get("has_zeros", 0)), int(a.get("has_bias", 0)), int(a["layout"])
-    except KeyError as exc:
-        raise UserError(f"{OP_TYPE} node {name}: missing attribute {exc}") from None
-    expected = 3 + has_zeros + has_bias
+    a = _node_attributes(node, name)
+    bits, group, k, n = a.bits, a.group_size, a.in_features, a.out_features
+    conv = node.op_type == CONV_OP_TYPE
+    expected = 3 + a.has_zeros + a.has_bias
     if len(node.input) != expected:
-        raise UserError(f"{OP_TYPE} node {name}: {len(node.input)} inputs, expected {expected} for "
-                        f"has_zeros={has_zeros}, has_bias={has_bias}")
+        raise UserError(f"{node.op_type} node {name}: {len(node.input)} inputs, expected {expected} for "
+                        f"has_zeros={a.has_zeros}, has_bias={a.has_bias}")
     consts = []
     for i in node.input[1:]:
         if i not in inits:
-            raise UserError(f"{OP_TYPE} node {name}: input {i} is not an initializer; only constant weights "
+            raise UserError(f"{node.op_type} node {name}: input {i} is not an initializer; only constant weights "
                             f"can be turned into a Q/DQ twin")
         consts.append(numpy_helper.to_array(inits[i], base_dir=""))
     packed, scales = consts[0], consts[1]
-    zeros = consts[2] if has_zeros else None
-    bias = consts[-1] if has_bias else None
-    u = get_layout(layout).unpack(packed, k, n, bits)  # uint8 [K, N]
-    groups = 1 if group == -1 else k // group
+    zeros = consts[2] if a.has_zeros else None
+    bias = consts[-1] if a.has_bias else None
+    groups = a.num_groups
+    for what, arr in (("scales", scales), ("zero points", zeros)):
+        if arr is not None and arr.size != groups * n:
+            raise UserError(f"{node.op_type} node {name}: {arr.size} {what}, expected {groups} x {n} for "
+                            f"in_features {k}, out_features {n}, group_size {group}")
+    u = get_layout(a.layout).unpack(packed, k, n, bits)  # uint8 [K, N]
     scales = scales.reshape(groups, n)
     act_dtype = scales.dtype
     # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
@@ -255,12 +277,16 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         scales = scales.astype(np.float32)
     z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
          else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
+    # The conv weight is dequantized as W^T [N, K] and reshaped to ONNX's [N, C, kh, kw] (op_conv's K order).
+    k_axis, n_axis = (1, 0) if conv else (0, 1)
+    if conv:
+        u, scales, z = u.T, scales.T, z.T
     p = f"{name}.qdq"
     u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
-    if group == -1:  # per output channel: per-axis DequantizeLinear on axis 1 (N)
-        scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": 1}
+    if group == -1:  # per output channel: per-axis DequantizeLinear on the N axis
+        scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": n_axis}
     else:
-        dq_attrs = {"axis": 0, "block_size": group}
+        dq_attrs = {"axis": k_axis, "block_size": group}
     new_inits += [_int_tensor(u_name, u, bits), numpy_helper.from_array(scales, s_name), _int_tensor(z_name, z, bits)]
     nodes = []
     x = node.input[0]
@@ -269,17 +295,29 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         x = f"{p}.x_f32"
     nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
                                   name=f"{p}.dequantize", **dq_attrs))
-    out = node.output[0]
-    mm_out = out if (bias is None and compute_dtype == act_dtype) else f"{p}.matmul_out"
-    nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [mm_out], name=f"{p}.matmul"))
+    b_name = f"{p}.bias"
     if bias is not None:
-        b_name = f"{p}.bias"
         new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
-        add_out = out if compute_dtype == act_dtype else f"{p}.add_out"
-        nodes.append(helper.make_node("Add", [mm_out, b_name], [add_out], name=f"{p}.add_bias"))
-        mm_out = add_out
+    if conv:
+        shape_name = f"{p}.weight_shape"
+        new_inits.append(numpy_helper.from_array(np.array([n, a.in_channels, *a.kernel_shape], np.int64), shape_name))
+        nodes.append(helper.make_node("Reshape", [f"{p}.weight", shape_name], [f"{p}.weight4"], name=f"{p}.reshape"))
+        nodes.append(helper.make_node("Conv", [x, f"{p}.weight4"] + ([b_name] if bias is not None else []),
+                                      [f"{p}.conv_out"], name=f"{p}.conv", kernel_shape=list(a.kernel_shape),
+                                      strides=list(a.strides), pads=list(a.pads), dilations=list(a.dilations)))
+    else:
+        nodes.append(helper.make_node("MatMul", [x, f"{p}.weight"], [f"{p}.matmul_out"], name=f"{p}.matmul"))
+        if bias is not None:
+            nodes.append(helper.make_node("Add", [f"{p}.matmul_out", b_name], [f"{p}.add_out"], name=f"{p}.add_bias"))
+    if a.epilogue.name != "none":
+        act_nodes, act_inits = twin_nodes(a.epilogue, a.epilogue_params(), nodes[-1].output[0],
+                                          f"{p}.activation_out", p, compute_dtype)
+        nodes += act_nodes
+        new_inits += act_inits
     if compute_dtype != act_dtype:
-        nodes.append(helper.make_node("Cast", [mm_out], [out], name=f"{p}.cast_y", to=TensorProto.BFLOAT16))
+        nodes.append(helper.make_node("Cast", [nodes[-1].output[0]], [f"{p}.y"], name=f"{p}.cast_y",
+                                      to=TensorProto.BFLOAT16))
+    nodes[-1].output[0] = node.output[0]
     return nodes
 
 
@@ -299,7 +337,8 @@ def _graph_to_qdq(graph, outer: dict) -> None:
 
 def plugin_to_qdq(model):
     """A copy of ``model`` where every WeightOnlyLinear node (subgraphs included) is DequantizeLinear + MatMul
-    (+ Add bias).
+    (+ Add bias) and every WeightOnlyConv node DequantizeLinear + Reshape + Conv, each followed by its epilogue as
+    standard ops.
 
     The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
     values the plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
@@ -482,6 +521,9 @@ def _session(model_path: str, name: str):
     import onnxruntime as ort
     from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
 
+    # ORT would also log a failing node (e.g. ids past the embedding table) on stderr, in colour, before raising: the
+    # error reaches the user once, as compare's one line.
+    ort.set_default_logger_severity(4)
     loader = SessionFromOnnx(model_path, providers=["CPUExecutionProvider"],
                              graph_optimization_level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
     return OnnxrtRunner(loader, name=name)
@@ -514,7 +556,7 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
                 onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
                 del twin
-                report.via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul)"
+                report.via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul / Conv)"
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:

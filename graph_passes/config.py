@@ -23,6 +23,7 @@ class QuantConfig:
     keeps its own dtype. ``act_dtype="fp32"`` is for references only (no Casts, float32 scales; the plugin refuses it).
     ``include`` / ``exclude``: regular expressions searched in node names (``re.search``).
     ``external_data_dir``: folder of the model file, to read initializers stored as external data.
+    ``fuse_activations``: the plugin format fuses a Relu / Clip / SiLU / GELU after the op into its epilogue.
     ``bits`` names the weight format (``graph_passes.registry.formats``), ``method`` the quantization method and
     ``act_mode`` the activation mode (their registries); ``layout`` defaults to the weight format's.
     ``calib_data`` (.npz) / ``calib_script`` (FILE.py[:FUNC]) / ``calib_samples``: the calibration set of a method
@@ -43,6 +44,7 @@ class QuantConfig:
     clip_ratios: tuple[float, ...] = DEFAULT_CLIP_RATIOS
     external_data_dir: str | None = None
     progress: bool = False
+    fuse_activations: bool = True
     calib_data: str | None = None
     calib_script: str | None = None
     calib_samples: int | None = None

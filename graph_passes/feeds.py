@@ -14,6 +14,7 @@ number (float, signed / unsigned integer, bool); within a kind the values are ca
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -150,6 +151,18 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+@contextlib.contextmanager
+def _folder_on_path(script: str):
+    """The script's folder first on sys.path, as ``python FILE.py`` has it: a loader imports the helpers beside it."""
+    folder = os.path.dirname(os.path.abspath(script))
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)
+
+
 def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = None) -> list[dict[str, np.ndarray]]:
     """Samples from ``FILE.py[:FUNC]`` (see the module docstring); at most ``limit`` of them."""
     _check_limit(limit)
@@ -164,7 +177,8 @@ def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = Non
         module = importlib.util.module_from_spec(mspec)
         sys.modules[mod_name] = module  # dataclasses and pickling inside the script look their module up
         try:
-            mspec.loader.exec_module(module)
+            with _folder_on_path(path):
+                mspec.loader.exec_module(module)
         finally:
             sys.modules.pop(mod_name, None)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the script's own errors, reported in one line
@@ -175,14 +189,15 @@ def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = Non
     source = f"{path}:{func_name}"
     feeds = []
     try:
-        items = func()
-        iterator = iter(items)
-        for i, feed in enumerate(itertools.islice(iterator, limit)):
-            where = f"{source} (sample {i})"
-            if not hasattr(feed, "keys") or not hasattr(feed, "__getitem__"):
-                raise UserError(f"{where}: expected a dict {{input name: array}}, got {type(feed).__name__}")
-            _check_names(where, list(feed.keys()), specs)
-            feeds.append({s.name: _fit(where, s.name, feed[s.name], s) for s in specs})
+        with _folder_on_path(path):  # a generator may import its helpers late
+            items = func()
+            iterator = iter(items)
+            for i, feed in enumerate(itertools.islice(iterator, limit)):
+                where = f"{source} (sample {i})"
+                if not hasattr(feed, "keys") or not hasattr(feed, "__getitem__"):
+                    raise UserError(f"{where}: expected a dict {{input name: array}}, got {type(feed).__name__}")
+                _check_names(where, list(feed.keys()), specs)
+                feeds.append({s.name: _fit(where, s.name, feed[s.name], s) for s in specs})
     except UserError:
         raise
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the script's own errors, reported in one line

@@ -3,8 +3,8 @@
 * Inputs: the model file and every external data file it references. :func:`external_data_files` checks each
   reference itself (inside the model's folder, a regular file, offset + length within it) before anything reads it.
 * Outputs (:class:`Outputs`): an output model, its external data file and a report are compared as FILES (links
-  resolved, ``os.path.samefile`` where both exist) with the inputs and with each other; a folder is refused, an
-  existing file too unless ``force``. Everything is written under temporary names in the target folders first and
+  resolved, ``os.path.samefile`` where both exist) with the inputs and with each other; a folder, a FIFO or a
+  device is refused, an existing file too unless ``force``. Everything is written under temporary names in the target folders first and
   renamed into place only once all of it is written, so that an error leaves nothing new behind.
 """
 
@@ -114,12 +114,14 @@ class Outputs:
 
     def add(self, path: str, what: str, fix: str) -> None:
         """Refuses ``path`` as the ``what`` (e.g. "report") with a message ending in ``fix`` when it is unsafe."""
-        if os.path.isdir(path):
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
             raise UserError(f"{path}: is a folder; {fix}")
         self.refuse_inputs(path, fix)
         for other, other_what in self.targets:
             if same_file(path, other):
                 raise UserError(f"{path}: is also the {other_what}; {fix}")
+        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO or a device (/dev/null): never replaced
+            raise UserError(f"{path}: is not a regular file; {fix}")
         if os.path.lexists(path) and not self.force:
             raise UserError(f"{path}: already exists; pass --force to overwrite it")
         folder = os.path.dirname(os.path.abspath(path))

@@ -4,7 +4,10 @@ Node: op_type ``WeightOnlyLinear``, domain ``trt_woq`` (model opset_import ``trt
 Inputs, in order; optional ones are present only when their flag says so (never as empty names):
   0 ``X`` [..., K] fp16 / bf16, 1 ``packed_weight`` int32 (layout ``layout``), 2 ``scales`` [K/G, N] (act dtype),
   then ``zeros`` [K/G, N] (act dtype, integer values) if ``has_zeros``, then ``bias`` [N] (act dtype) if ``has_bias``.
-Output 0: ``Y`` [..., N] in the activation dtype; ``Y = X @ ((U - Z) * S) + bias`` with FP32 accumulation.
+Output 0: ``Y`` [..., N] in the activation dtype; ``Y = epilogue(X @ ((U - Z) * S) + bias)`` with FP32
+accumulation; ``activation`` (INT, the epilogue's C enum, 0 = none) names the epilogue and ``clip_min`` /
+``clip_max`` (FLOAT, only with ``clip``) its parameters. ``graph_passes.op_conv`` builds WeightOnlyConv on the same
+attributes.
 
 The reference evaluator (:class:`WeightOnlyLinear`, for ``onnx.reference.ReferenceEvaluator(new_ops=[...])``) also
 accepts float32 activations (scales, zeros and bias then float32 too). That form is for references only: it lets a
@@ -13,14 +16,16 @@ plugin-format model be checked against its Q/DQ twin at float32 precision. The T
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
 from graph_passes.errors import QuantizationError
 from graph_passes.layouts import get_layout
 from graph_passes.registry.act_modes import ACT_MODES, ActMode
-from graph_passes.registry.epilogues import EPILOGUES, Epilogue
+from graph_passes.registry.epilogues import EPILOGUES, Epilogue, epilogue_by_enum
 from graph_passes.registry.formats import WeightFormat, format_by_bits
 
 OP_TYPE = "WeightOnlyLinear"
@@ -36,13 +41,18 @@ INPUT_SCALES = 2
 OPTIONAL_INPUTS = ("zeros", "bias")  # gated by has_zeros, has_bias
 
 INT_ATTRIBUTES = ("bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias")
+# Epilogue attributes: ``activation`` (default 0 = none) always written; the epilogue's float parameters only when
+# it has them (``clip_min`` / ``clip_max`` for clip).
+ACTIVATION_ATTRIBUTE = "activation"
+FLOAT_ATTRIBUTES = tuple(dict.fromkeys(p for e in EPILOGUES for p in e.params))
 STRING_ATTRIBUTES = {"plugin_version": PLUGIN_VERSION, "plugin_namespace": PLUGIN_NAMESPACE}
 
 
 @dataclass(frozen=True)
 class WoqAttributes:
-    """The INT attributes of a WeightOnlyLinear node."""
+    """The attributes of a WeightOnlyLinear node (the INT ones, the epilogue and its parameters)."""
 
+    op_type: ClassVar[str] = OP_TYPE
     bits: int
     group_size: int
     in_features: int
@@ -50,6 +60,9 @@ class WoqAttributes:
     layout: int = 1
     has_zeros: int = 0
     has_bias: int = 0
+    activation: int = 0
+    clip_min: float = -math.inf
+    clip_max: float = math.inf
 
     def validate(self, where: str = OP_TYPE) -> "WoqAttributes":
         """Raise QuantizationError quoting the bad value; returns self so calls chain."""
@@ -64,6 +77,9 @@ class WoqAttributes:
         if get_layout(self.layout) is not fmt.layout:
             raise QuantizationError(f"{where}: {fmt.label} is packed in layout {fmt.layout.VERSION}, not {self.layout}")
         fmt.check_shape(self.in_features, self.out_features)
+        epilogue_by_enum(self.activation, where)
+        if not self.clip_min <= self.clip_max:  # also refuses NaN
+            raise QuantizationError(f"{where}: clip_min {self.clip_min} must be <= clip_max {self.clip_max}")
         return self
 
     @property
@@ -77,8 +93,15 @@ class WoqAttributes:
 
     @property
     def epilogue(self) -> Epilogue:
-        """None: the op has no epilogue attribute yet (the bias input is added before any epilogue)."""
-        return EPILOGUES.get("none")
+        """The epilogue named by ``activation``, applied after the bias."""
+        return epilogue_by_enum(self.activation, self.op_type)
+
+    def epilogue_params(self) -> dict[str, float]:
+        return {p: getattr(self, p) for p in self.epilogue.params}
+
+    def apply_epilogue(self, y: np.ndarray) -> np.ndarray:
+        """The float64 epilogue of this node on ``y`` (float64)."""
+        return self.epilogue.reference(y, **self.epilogue_params())
 
     @property
     def num_groups(self) -> int:
@@ -95,25 +118,49 @@ class WoqAttributes:
         return pos
 
     def to_dict(self) -> dict:
-        """All node attributes, INT ones and the plugin STRING ones."""
-        return {**asdict(self), **STRING_ATTRIBUTES}
+        """All node attributes: INT ones, the epilogue's parameters when it has some, the plugin STRING ones."""
+        d = asdict(self)
+        for p in FLOAT_ATTRIBUTES:
+            if p not in self.epilogue.params:
+                del d[p]
+        return {**d, **STRING_ATTRIBUTES}
+
+    @classmethod
+    def _read(cls, attrs: dict) -> dict:
+        """Constructor arguments from node attributes: required INTs, ``activation`` and its float parameters."""
+        missing = [a for a in INT_ATTRIBUTES if a not in attrs or attrs[a] is None]
+        if missing:
+            raise QuantizationError(f"{cls.op_type}: missing attribute(s) {', '.join(missing)}")
+        out = {a: int(attrs[a]) for a in INT_ATTRIBUTES}
+        out[ACTIVATION_ATTRIBUTE] = int(attrs.get(ACTIVATION_ATTRIBUTE) or 0)
+        params = epilogue_by_enum(out[ACTIVATION_ATTRIBUTE], cls.op_type).params
+        missing = [p for p in params if attrs.get(p) is None]
+        if missing:
+            raise QuantizationError(f"{cls.op_type}: activation {out[ACTIVATION_ATTRIBUTE]} needs attribute(s) "
+                                    f"{', '.join(missing)}")
+        out.update({p: float(attrs[p]) for p in params})
+        return out
 
     @classmethod
     def from_dict(cls, attrs: dict) -> "WoqAttributes":
-        missing = [a for a in INT_ATTRIBUTES if a not in attrs or attrs[a] is None]
-        if missing:
-            raise QuantizationError(f"{OP_TYPE}: missing attribute(s) {', '.join(missing)}")
-        return cls(**{a: int(attrs[a]) for a in INT_ATTRIBUTES})
+        return cls(**cls._read(attrs))
+
+    def with_epilogue(self, epilogue: Epilogue, **params: float) -> "WoqAttributes":
+        """A copy of these attributes with ``epilogue`` (and its parameters) as the activation."""
+        from dataclasses import replace
+
+        defaults = {f.name: f.default for f in fields(WoqAttributes) if f.name in FLOAT_ATTRIBUTES}
+        return replace(self, activation=epilogue.c_enum, **{**defaults, **params})
 
 
 def make_gs_node(graph, x, packed, scales, zeros, bias, output, attrs: WoqAttributes, name: str):
-    """Add a WeightOnlyLinear node to the onnx-graphsurgeon ``graph``; ``zeros`` / ``bias`` may be None."""
+    """Add a WeightOnlyLinear node (WeightOnlyConv for ``op_conv.ConvAttributes``) to the onnx-graphsurgeon ``graph``; ``zeros`` / ``bias`` may be None."""
     attrs.validate(name)
     if bool(zeros is not None) != bool(attrs.has_zeros) or bool(bias is not None) != bool(attrs.has_bias):
         raise QuantizationError(f"{name}: zeros/bias inputs do not match has_zeros={attrs.has_zeros}, "
                                 f"has_bias={attrs.has_bias}")
     inputs = [x, packed, scales] + [t for t in (zeros, bias) if t is not None]
-    return graph.layer(op=OP_TYPE, name=name, domain=DOMAIN, inputs=inputs, outputs=[output],
+    return graph.layer(op=attrs.op_type, name=name, domain=DOMAIN, inputs=inputs, outputs=[output],
                        attrs=attrs.to_dict())
 
 
@@ -121,60 +168,73 @@ def make_onnx_node(inputs, outputs, attrs: WoqAttributes, name: str = ""):
     """An ``onnx.NodeProto`` for the op (``inputs``: names in contract order, optional ones only when flagged)."""
     import onnx
 
-    attrs.validate(name or OP_TYPE)
+    attrs.validate(name or attrs.op_type)
     expected = 3 + attrs.has_zeros + attrs.has_bias
     if len(inputs) != expected:
-        raise QuantizationError(f"{name or OP_TYPE}: expected {expected} inputs for has_zeros={attrs.has_zeros}, "
+        raise QuantizationError(f"{name or attrs.op_type}: expected {expected} inputs for has_zeros={attrs.has_zeros}, "
                                 f"has_bias={attrs.has_bias}, got {len(inputs)}")
-    return onnx.helper.make_node(OP_TYPE, list(inputs), list(outputs), name=name, domain=DOMAIN, **attrs.to_dict())
+    return onnx.helper.make_node(attrs.op_type, list(inputs), list(outputs), name=name, domain=DOMAIN,
+                                 **attrs.to_dict())
 
 
-def evaluate(x, packed, scales, zeros, bias, attrs: WoqAttributes) -> np.ndarray:
-    """Reference ``Y = X @ ((U - Z) * S) + bias`` from the packed tensors: float64 math, result in X's dtype."""
-    attrs.validate()
-    x = np.asarray(x)
+def check_operands(x: np.ndarray, scales, zeros, bias, attrs: WoqAttributes) -> np.dtype:
+    """The activation dtype after checking the dtypes and shapes of scales / zeros / bias against ``attrs``."""
     act = x.dtype
+    name = attrs.op_type
     if act != np.float16 and act != np.float32 and act.name != "bfloat16":
-        raise QuantizationError(f"{OP_TYPE}: X must be fp16 or bf16 (float32 in the reference only), got {act}")
-    k, n = attrs.in_features, attrs.out_features
-    if x.ndim < 1 or x.shape[-1] != k:
-        raise QuantizationError(f"{OP_TYPE}: X of shape {x.shape} does not end in in_features={k}")
+        raise QuantizationError(f"{name}: X must be fp16 or bf16 (float32 in the reference only), got {act}")
+    n = attrs.out_features
     expected = (attrs.num_groups, n)
     for label, t in (("scales", scales), ("zeros", zeros)):
         if t is None:
             continue
         t = np.asarray(t)
         if t.dtype != act or tuple(t.shape) != expected:
-            raise QuantizationError(f"{OP_TYPE}: {label} must be {act} {expected}, got {t.dtype} {tuple(t.shape)}")
+            raise QuantizationError(f"{name}: {label} must be {act} {expected}, got {t.dtype} {tuple(t.shape)}")
     if bias is not None and (np.asarray(bias).dtype != act or tuple(np.shape(bias)) != (n,)):
-        raise QuantizationError(f"{OP_TYPE}: bias must be {act} ({n},), got {np.asarray(bias).dtype} "
+        raise QuantizationError(f"{name}: bias must be {act} ({n},), got {np.asarray(bias).dtype} "
                                 f"{tuple(np.shape(bias))}")
-    w = attrs.weight_format.dequantize(np.asarray(packed), scales, zeros, k, n, attrs.group_size)
-    y = attrs.act_mode.reference(x.astype(np.float64), attrs.group_size) @ w
+    return act
+
+
+def product(x64: np.ndarray, packed, scales, zeros, bias, attrs: WoqAttributes, act) -> np.ndarray:
+    """``epilogue(act_mode(X) @ W + bias)`` of float64 rows ``x64`` [..., K], rounded once to ``act``."""
+    w = attrs.weight_format.dequantize(np.asarray(packed), scales, zeros, attrs.in_features, attrs.out_features,
+                                       attrs.group_size)
+    y = attrs.act_mode.reference(x64, attrs.group_size) @ w
     if bias is not None:
         y = y + np.asarray(bias).astype(np.float64)
-    return attrs.epilogue.reference(y).astype(act)
+    return attrs.apply_epilogue(y).astype(act)
 
 
-def _make_op_run():
+def evaluate(x, packed, scales, zeros, bias, attrs: WoqAttributes) -> np.ndarray:
+    """Reference ``Y = epilogue(X @ ((U - Z) * S) + bias)`` from the packed tensors: float64 math, result in X's
+    dtype."""
+    attrs.validate()
+    x = np.asarray(x)
+    act = check_operands(x, scales, zeros, bias, attrs)
+    k = attrs.in_features
+    if x.ndim < 1 or x.shape[-1] != k:
+        raise QuantizationError(f"{OP_TYPE}: X of shape {x.shape} does not end in in_features={k}")
+    return product(x.astype(np.float64), packed, scales, zeros, bias, attrs, act)
+
+
+def make_op_run(attrs_cls, evaluate_fn):
+    """An ``onnx.reference`` OpRun class named ``attrs_cls.op_type`` that runs ``evaluate_fn`` on the node."""
     from onnx.reference.op_run import OpRun
 
-    class WeightOnlyLinear(OpRun):
-        """``onnx.reference`` implementation of trt_woq::WeightOnlyLinear (see :func:`evaluate`)."""
+    def _run(self, x, packed_weight, scales, *optional, **attributes):
+        # OpRun passes every attribute present on the node as a keyword argument.
+        attrs = attrs_cls.from_dict(attributes)
+        if len(optional) != attrs.has_zeros + attrs.has_bias:
+            raise QuantizationError(f"{attrs_cls.op_type}: got {3 + len(optional)} inputs for has_zeros="
+                                    f"{attrs.has_zeros}, has_bias={attrs.has_bias}")
+        zeros = optional[0] if attrs.has_zeros else None
+        bias = optional[-1] if attrs.has_bias else None
+        return (evaluate_fn(x, packed_weight, scales, zeros, bias, attrs),)
 
-        op_domain = DOMAIN
-
-        def _run(self, x, packed_weight, scales, *optional, **attributes):
-            # OpRun passes every attribute present on the node as a keyword argument.
-            attrs = WoqAttributes.from_dict(attributes)
-            if len(optional) != attrs.has_zeros + attrs.has_bias:
-                raise QuantizationError(f"{OP_TYPE}: got {3 + len(optional)} inputs for has_zeros="
-                                        f"{attrs.has_zeros}, has_bias={attrs.has_bias}")
-            zeros = optional[0] if attrs.has_zeros else None
-            bias = optional[-1] if attrs.has_bias else None
-            return (evaluate(x, packed_weight, scales, zeros, bias, attrs),)
-
-    return WeightOnlyLinear
+    doc = f"``onnx.reference`` implementation of {DOMAIN}::{attrs_cls.op_type}."
+    return type(attrs_cls.op_type, (OpRun,), {"op_domain": DOMAIN, "_run": _run, "__doc__": doc})
 
 
 _OP_RUN = None
@@ -184,15 +244,17 @@ def reference_op():
     """The OpRun class to pass as ``ReferenceEvaluator(model, new_ops=[reference_op()])`` (onnx imported lazily)."""
     global _OP_RUN
     if _OP_RUN is None:
-        _OP_RUN = _make_op_run()
+        _OP_RUN = make_op_run(WoqAttributes, evaluate)
     return _OP_RUN
 
 
 def reference_evaluator(model, **kwargs):
-    """``onnx.reference.ReferenceEvaluator`` that knows WeightOnlyLinear."""
+    """``onnx.reference.ReferenceEvaluator`` that knows WeightOnlyLinear and WeightOnlyConv."""
     from onnx.reference import ReferenceEvaluator
 
-    return ReferenceEvaluator(model, new_ops=[reference_op()], **kwargs)
+    from graph_passes import op_conv
+
+    return ReferenceEvaluator(model, new_ops=[reference_op(), op_conv.reference_op()], **kwargs)
 
 
 def __getattr__(name):

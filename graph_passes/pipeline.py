@@ -184,7 +184,7 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     out = run_passes(model, config, report)
     del model
     if not report.rewritten:
-        why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul or Gemm node"
+        why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul, Gemm or Conv node"
         raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
     kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
     if kept:
@@ -210,7 +210,7 @@ def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | No
 
     from graph_passes.passes._common import op_act_dtype
     from graph_passes.passes.checks import keep_overridable_inputs
-    from graph_passes.passes.match import find_linear_layers
+    from graph_passes.registry.ops import OPS
     from graph_passes.report import Rewritten
 
     model, base_dir, data_files = load_model(model_path)
@@ -222,7 +222,11 @@ def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | No
     report.model_bytes_before = _initializer_bytes(model)
     graph = gs.import_onnx(model)
     keep_overridable_inputs(model, graph)
-    matches, skips = find_linear_layers(graph, config)
+    matches, skips = [], []
+    for op in OPS:
+        found = op.match(graph, config)
+        matches += found[0]
+        skips += found[1]
     seen = set()
     for m in matches:
         act, casts = op_act_dtype(m, config)

@@ -18,6 +18,7 @@ class Rewritten:
     casts: bool         # Casts inserted around the op (FP32 graph)
     shared: bool        # packed weight reused from an earlier node
     weight_rel_error: float | None = None  # ||W - dequant(W)|| / ||W|| (None in inspect: nothing quantized)
+    activation: str = "none"  # epilogue fused into the op (graph_passes.registry.epilogues)
 
 
 @dataclass
@@ -77,6 +78,12 @@ class QuantReport:
         detail = ", ".join(f"{v} {k}" for k, v in patterns.items())
         lines.append(f"rewritten: {len(self.rewritten)} node(s)" + (f" ({detail})" if detail else "")
                      + (f", {shared} reusing a shared packed weight" if shared else ""))
+        fused: OrderedDict[str, int] = OrderedDict()
+        for r in self.rewritten:
+            if r.activation != "none":
+                fused[r.activation] = fused.get(r.activation, 0) + 1
+        if fused:
+            lines.append("fused:     " + ", ".join(f"{v} {k}" for k, v in fused.items()) + " into the op's epilogue")
         errs = sorted((r.weight_rel_error, r.node) for r in self.rewritten if r.weight_rel_error is not None)
         if errs:
             # A statistic of the rounding, not a failure: ||W - dequant(W)|| / ||W|| over the rewritten weights.

@@ -80,7 +80,8 @@ def gptq(w, fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios,
 
 def _need(stats, name: str, what: str) -> InputCalibration:
     if not isinstance(stats, InputCalibration) or getattr(stats, what) is None:
-        raise QuantizationError(f"{name}: no calibration statistics for its input (not reached by the samples?)")
+        raise QuantizationError(f"{name}: no calibration statistics for its input (the calibrated methods cover "
+                                f"MatMul / Gemm inputs that the samples reach); use --method rtn for it")
     return stats
 
 

@@ -54,9 +54,25 @@ def _finfo(act_dtype: str):
     return np.finfo(np.float16 if act_dtype == "fp16" else np.float32)
 
 
+def check_largest(w: np.ndarray, act_dtype: str, cast: bool, name: str) -> None:
+    """Refuse a weight whose largest values the op's dtype cannot hold (``cast`` as in :func:`check_range`); checked
+    before quantizing, where a group scale that overflows the dtype would otherwise stop the quantizer first."""
+    if not cast or act_dtype == "fp32":
+        return
+    info = _finfo(act_dtype)
+    with np.errstate(all="ignore"):
+        amax = float(np.abs(np.asarray(w, np.float32)).max()) if np.size(w) else 0.0
+    if amax > float(info.max) / OVERFLOW_HEADROOM:
+        raise WeightCheckError(f"weight too large for {act_dtype}",
+                               f"{name}: max |w| = {amax:.3g} is within {OVERFLOW_HEADROOM:g}x of {act_dtype}'s "
+                               f"largest value {float(info.max):.3g}; "
+                               f"{_HINT_FP16 if act_dtype == 'fp16' else _HINT_OTHER}")
+
+
 def check_range(w: np.ndarray, qw, act_dtype: str, cast: bool, name: str) -> None:
-    """Refuse a weight whose values the op's dtype cannot hold; ``cast``: the graph is FP32 and the op computes in
-    ``act_dtype`` (an FP16 / BF16 graph holds its weights in that dtype already)."""
+    """Refuse a weight whose group scales underflow the op's dtype (its largest values: :func:`check_largest`);
+    ``cast``: the graph is FP32 and the op computes in ``act_dtype`` (an FP16 / BF16 graph holds its weights in that
+    dtype already)."""
     if not cast or act_dtype == "fp32":
         return
     info = _finfo(act_dtype)
@@ -64,10 +80,6 @@ def check_range(w: np.ndarray, qw, act_dtype: str, cast: bool, name: str) -> Non
     with np.errstate(all="ignore"):
         a = np.abs(np.asarray(w, np.float32))
         amax = float(a.max()) if a.size else 0.0
-        if amax > float(info.max) / OVERFLOW_HEADROOM:
-            raise WeightCheckError(f"weight too large for {act_dtype}",
-                                   f"{name}: max |w| = {amax:.3g} is within {OVERFLOW_HEADROOM:g}x of {act_dtype}'s "
-                                   f"largest value {float(info.max):.3g}; {hint}")
         k, n = a.shape
         g = k if qw.group_size == -1 else qw.group_size
         group_max = a.reshape(k // g, g, n).max(axis=1)
@@ -98,7 +110,8 @@ def check_error(qw, act_dtype: str, name: str) -> None:
 
 
 def quantize_checked(quantize, w: np.ndarray, act_dtype: str, cast: bool, name: str):
-    """``quantize()`` (the RTN call) followed by the checks; numpy's warnings silenced (the checks judge)."""
+    """``quantize()`` (the RTN call) between the checks; numpy's warnings silenced (the checks judge)."""
+    check_largest(w, act_dtype, cast, name)
     with np.errstate(all="ignore"):
         qw = quantize()
     check_range(w, qw, act_dtype, cast, name)
@@ -113,8 +126,14 @@ def overridable_initializers(model) -> set[str]:
 
 def keep_overridable_inputs(model, graph) -> None:
     """onnx-graphsurgeon drops initializers from a graph's inputs on import: put them back into ``graph.inputs``,
-    so that the rewritten model keeps its interface and the finder sees them."""
-    tensors = graph.tensors()
+    so that the rewritten model keeps its interface and the finder sees them. A weight read only inside an If / Loop /
+    Scan body is not among the main graph's own tensors: the bodies are searched too (main graph first)."""
+    from graph_passes.passes.match import scoped_graphs
+
+    tensors = {}
+    for sub, _ in scoped_graphs(graph):
+        for name, tensor in sub.tensors().items():
+            tensors.setdefault(name, tensor)
     graph.inputs.extend(tensors[n] for n in sorted(overridable_initializers(model)) if n in tensors)
     order = {i.name: pos for pos, i in enumerate(model.graph.input)}  # positional callers see the same interface
     graph.inputs.sort(key=lambda t: order.get(t.name, len(order)))

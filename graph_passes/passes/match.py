@@ -191,10 +191,15 @@ def _bias_values(tensor, n: int, x_rank: int | None, base_dir):
         return f"bias of shape {list(shape)} is not a vector of N={n} values"
     if len(shape) > 2 or (x_rank is not None and len(shape) > x_rank):
         return f"bias of shape {list(shape)} would broadcast the output to a higher rank"
+    return constant_values(const, chain, base_dir).reshape(n)
+
+
+def constant_values(const, chain, base_dir) -> np.ndarray:
+    """float64 values of ``const`` after the Casts of ``chain``."""
     v = read_constant(const, base_dir)
     for step in chain:
         v = v.astype(_np_dtype(step[1]))
-    return np.asarray(v, np.float64).reshape(n)
+    return np.asarray(v, np.float64)
 
 
 def _rank(tensor):
@@ -216,20 +221,26 @@ def scoped_graphs(graph, prefix: str = ""):
 
 def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
     """The quantizable MatMul / Gemm nodes of ``graph`` and its subgraphs, and the skipped ones with a reason each."""
-    matches: list[LinearMatch] = []
-    skips: list[Skip] = []
+    return find_layers(graph, config, ("MatMul", "Gemm"), _match_node, _shape_reason)
+
+
+def find_layers(graph, config, op_types, match_node, shape_reason):
+    """(matches, skips) over the nodes of ``op_types`` in ``graph`` and its subgraphs: ``match_node(node, config,
+    graph_output_ids, overridable_ids)`` gives a match or a Skip, ``shape_reason(match, config, layout)`` a (reason,
+    detail) tuple or None; then --include / --exclude and --min-elements (:func:`_selected`)."""
+    matches, skips = [], []
     layout = get_layout(config.layout)
     overridable = {id(t) for t in graph.inputs}  # initializers kept as graph inputs (checks.keep_overridable_inputs)
     for sub, prefix in scoped_graphs(graph):
         graph_outputs = {id(t) for t in sub.outputs}
         for node in sub.nodes:
-            if node.op not in ("MatMul", "Gemm"):
+            if node.op not in op_types:
                 continue
             path = prefix + node.name
-            m = _match_node(node, config, graph_outputs, overridable)
+            m = match_node(node, config, graph_outputs, overridable)
             if not isinstance(m, Skip):
                 m.graph, m.path = sub, path
-                m = _selected(m, config, layout)
+                m = _selected(m, config, layout, shape_reason)
             if isinstance(m, Skip):
                 m.path = path
                 skips.append(m)
@@ -238,9 +249,9 @@ def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
     return matches, skips
 
 
-def _selected(m: LinearMatch, config, layout):
+def _selected(m: LinearMatch, config, layout, shape_reason):
     """``m``, or the Skip of a match that the shapes, the name filters or --min-elements leave out."""
-    reason = _shape_reason(m, config, layout)
+    reason = shape_reason(m, config, layout)
     if reason:
         return Skip(m.node, *reason)
     filtered = config.name_filter_reason(m.path)
@@ -264,6 +275,29 @@ def _shape_reason(m: LinearMatch, config, layout):
     return None
 
 
+def following_add(node, graph_outputs):
+    """(Add node, its other input) when the only reader of ``node``'s output is a two-input Add, else None."""
+    out = node.outputs[0]
+    consumers = list(out.outputs)
+    if len(consumers) != 1 or consumers[0].op != "Add" or id(out) in graph_outputs:
+        return None
+    add = consumers[0]
+    other = [t for t in add.inputs if t is not out]
+    return (add, other[0]) if len(add.inputs) == 2 and len(other) == 1 else None
+
+
+def weight_source(node, tensor, overridable):
+    """``(constant, name, chain, transposes)`` of the weight ``tensor`` of ``node``, or the Skip saying why not (not
+    a constant, or an initializer that is also a graph input: callers may replace it, so it stays float)."""
+    r = _resolve_constant(tensor)
+    if isinstance(r, str):
+        return Skip(node, "weight is not constant", r)
+    if id(r[0]) in overridable:
+        return Skip(node, "weight is an overridable graph input",
+                    f"initializer '{r[1]}' is also a graph input: callers may replace it, so it stays float")
+    return r
+
+
 def _match_node(node, config, graph_outputs, overridable):
     if len(node.inputs) < 2 or not node.outputs:
         return Skip(node, "malformed node (fewer than 2 inputs)")
@@ -275,13 +309,10 @@ def _match_node(node, config, graph_outputs, overridable):
         alpha = float(node.attrs.get("alpha", 1.0))
         beta = float(node.attrs.get("beta", 1.0))
         trans_b = int(node.attrs.get("transB", 0))
-    r = _resolve_constant(b)
-    if isinstance(r, str):
-        return Skip(node, "weight is not constant", r)
+    r = weight_source(node, b, overridable)
+    if isinstance(r, Skip):
+        return r
     source, source_name, chain, transposes = r
-    if id(source) in overridable:
-        return Skip(node, "weight is an overridable graph input",
-                    f"initializer '{source_name}' is also a graph input: callers may replace it, so it stays float")
     shape = tuple(source.shape)
     if len(shape) != 2:
         return Skip(node, "weight is not 2-D", f"shape {list(shape)}")
@@ -305,13 +336,10 @@ def _match_node(node, config, graph_outputs, overridable):
             m.bias = bias * beta
         return m
     # MatMul: fold a following Add of a constant [N] vector.
-    out = node.outputs[0]
-    consumers = list(out.outputs)
-    if len(consumers) == 1 and consumers[0].op == "Add" and id(out) not in graph_outputs:
-        add = consumers[0]
-        other = [t for t in add.inputs if t is not out]
-        if len(add.inputs) == 2 and len(other) == 1:
-            bias = _bias_values(other[0], m.n, x_rank, base_dir)
-            if not isinstance(bias, str):
-                m.bias, m.add_node, m.output, m.pattern = bias, add, add.outputs[0], "MatMul+Add"
+    found = following_add(node, graph_outputs)
+    if found is not None:
+        add, other = found
+        bias = _bias_values(other, m.n, x_rank, base_dir)
+        if not isinstance(bias, str):
+            m.bias, m.add_node, m.output, m.pattern = bias, add, add.outputs[0], "MatMul+Add"
     return m

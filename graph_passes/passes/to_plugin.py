@@ -1,5 +1,7 @@
 """Rewrite pass: linear layers -> ``trt_woq::WeightOnlyLinear`` nodes with packed weights (the plugin format).
 
+:func:`rewrite_to_plugin` is the loop every op's plugin pass runs (``graph_passes.passes.conv`` for WeightOnlyConv):
+match, quantize once, pack, replace, then fuse a following activation into the op (``passes.epilogue``).
 FP16 / BF16 graphs: the op replaces the node(s) directly. FP32 graphs: ``Cast(X -> act) -> WeightOnlyLinear ->
 Cast(-> float32)``, scales / zeros / bias in the activation dtype (config.act_dtype). ``act_dtype="fp32"`` leaves the
 op in float32 without Casts (reference only, see graph_passes.op).
@@ -11,17 +13,31 @@ import onnx_graphsurgeon as gs
 
 from graph_passes import op as woq_op
 from graph_passes.passes._common import ONNX_FLOAT, PassRun, bias_storage, op_act_dtype
-from graph_passes.passes.match import constant_nbytes
+from graph_passes.passes.epilogue import fuse_epilogues
+from graph_passes.passes.match import constant_nbytes, find_linear_layers
 from graph_passes.quantize import act_numpy_dtype, to_act_storage
 from graph_passes.report import QuantReport
 
 
+def linear_attributes(m, config, has_zeros: bool, has_bias: bool) -> woq_op.WoqAttributes:
+    return woq_op.WoqAttributes(bits=config.weight_format.bits, group_size=config.group_size, in_features=m.k,
+                                out_features=m.n, layout=config.layout, has_zeros=int(has_zeros),
+                                has_bias=int(has_bias))
+
+
 def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
     """Replace every matched MatMul / MatMul+Add / Gemm of ``graph`` by a WeightOnlyLinear node; returns ``graph``."""
-    run = PassRun(graph, config, report)
+    return rewrite_to_plugin(graph, config, report, find_linear_layers, linear_attributes)
+
+
+def rewrite_to_plugin(graph: gs.Graph, config, report, find, make_attributes) -> gs.Graph:
+    """Replace every match of ``find`` by the op whose attributes ``make_attributes(match, config, has_zeros,
+    has_bias)`` gives, then fuse the activations that follow; returns ``graph``."""
+    run = PassRun(graph, config, report, find=find)
     report, names = run.report, run.names
     fmt = config.weight_format
     cast_in = {}
+    created = []  # (op node, its report entry, the graph holding it)
     for m in run.matches:
         act, casts = op_act_dtype(m, config)
         storage = act_numpy_dtype(act)
@@ -45,9 +61,7 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         bias = None
         if m.bias is not None:
             bias = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, storage))
-        attrs = woq_op.WoqAttributes(bits=fmt.bits, group_size=config.group_size, in_features=m.k,
-                                     out_features=m.n, layout=config.layout, has_zeros=int(zeros is not None),
-                                     has_bias=int(bias is not None))
+        attrs = make_attributes(m, config, zeros is not None, bias is not None)
         # Disconnect the old node(s) first: their output tensor gets the new producer.
         out = m.output
         m.node.outputs.clear()
@@ -65,11 +79,15 @@ def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = 
         else:
             y = out
         woq_op.make_gs_node(m.graph, x, packed, scales, zeros, bias, y, attrs, name)
+        node = m.graph.nodes[-1]  # graph.layer appends the node it makes
         if casts:
             m.graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],
                         attrs={"to": ONNX_FLOAT[m.graph_act]})
         run.rewritten(m, act, casts, shared)
+        created.append((node, run.report.rewritten[-1], m.graph))
     _ensure_opset_import(graph)
+    if config.fuse_activations:
+        fuse_epilogues(created)
     return graph.cleanup().toposort()
 
 

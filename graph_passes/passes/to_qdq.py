@@ -25,6 +25,36 @@ def _int_constant(fmt, name: str, values: np.ndarray, signed: bool) -> gs.Consta
     return gs.Constant(name, LazyValues(fmt.qdq_tensor(name, values, signed)))
 
 
+def dequantize_node(graph, names, fmt, qw, base: str, graph_dtype, report, source, channels_first: bool = False):
+    """A DequantizeLinear of ``qw`` into a new tensor of ``graph_dtype``: ``W[K, N]``, or ``W^T [N, K]`` with
+    ``channels_first`` (the conv pass reshapes that to the ONNX conv weight). Counts the bytes in ``report``."""
+    bits, half = qw.bits, 1 << (qw.bits - 1)
+    per_channel = qw.group_size == -1
+    u, scales, zeros = qw.u, qw.scales, qw.zeros
+    if channels_first:
+        u, scales, zeros = u.T, scales.T, None if zeros is None else zeros.T
+    if zeros is None:
+        data = _int_constant(fmt, names(f"{base}_q{bits}"), u.astype(np.int16) - half, signed=True)
+    else:
+        data = _int_constant(fmt, names(f"{base}_q{bits}"), u, signed=False)
+    s = scales.reshape(-1) if per_channel else scales
+    scale = gs.Constant(names(f"{base}_q{bits}_scale"), s.astype(graph_dtype))
+    inputs = [data, scale]
+    if zeros is not None:
+        z = zeros.reshape(-1) if per_channel else zeros
+        inputs.append(_int_constant(fmt, names(f"{base}_q{bits}_zero_point"), z.astype(np.uint8), signed=False))
+    channel_axis, k_axis = (0, 1) if channels_first else (1, 0)
+    attrs = {"axis": channel_axis} if per_channel else {"axis": k_axis, "block_size": qw.group_size}
+    w = gs.Variable(names(f"{base}_dq"), dtype=graph_dtype, shape=list(u.shape))
+    # In the main graph: every subgraph that shares the weight sees its output (outer scope).
+    graph.layer(op="DequantizeLinear", name=names(f"{base}_DequantizeLinear"), inputs=inputs, outputs=[w],
+                attrs=attrs)
+    report.weight_bytes_before += constant_nbytes(source)
+    report.weight_bytes_after += (qw.k * qw.n * bits // 8 + s.size * np.dtype(graph_dtype).itemsize
+                                  + (0 if zeros is None else -(-s.size * bits // 8)))
+    return w
+
+
 def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
     """Replace every matched weight by a DequantizeLinear of its quantized form; returns ``graph``.
 
@@ -39,28 +69,7 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
         base = m.source_name + ("_T" if m.transpose else "")
 
         def build(qw, base=base, graph_dtype=graph_dtype, m=m):
-            bits, half = qw.bits, 1 << (qw.bits - 1)
-            per_channel = qw.group_size == -1
-            if qw.zeros is None:
-                data = _int_constant(fmt, names(f"{base}_q{bits}"), qw.u.astype(np.int16) - half, signed=True)
-            else:
-                data = _int_constant(fmt, names(f"{base}_q{bits}"), qw.u, signed=False)
-            s = qw.scales.reshape(-1) if per_channel else qw.scales
-            scale = gs.Constant(names(f"{base}_q{bits}_scale"), s.astype(graph_dtype))
-            inputs = [data, scale]
-            if qw.zeros is not None:
-                z = qw.zeros.reshape(-1) if per_channel else qw.zeros
-                inputs.append(_int_constant(fmt, names(f"{base}_q{bits}_zero_point"), z.astype(np.uint8),
-                                            signed=False))
-            attrs = {"axis": 1} if per_channel else {"axis": 0, "block_size": qw.group_size}
-            w = gs.Variable(names(f"{base}_dq"), dtype=graph_dtype, shape=[qw.k, qw.n])
-            # In the main graph: every subgraph that shares the weight sees its output (outer scope).
-            graph.layer(op="DequantizeLinear", name=names(f"{base}_DequantizeLinear"), inputs=inputs, outputs=[w],
-                        attrs=attrs)
-            report.weight_bytes_before += constant_nbytes(m.source)
-            report.weight_bytes_after += (qw.k * qw.n * bits // 8 + s.size * np.dtype(graph_dtype).itemsize
-                                          + (0 if qw.zeros is None else -(-s.size * bits // 8)))
-            return w
+            return dequantize_node(graph, names, fmt, qw, base, graph_dtype, report, m.source)
 
         got = run.quantize(m, act, build)
         if got is None:

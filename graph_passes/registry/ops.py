@@ -48,4 +48,16 @@ LINEAR = OPS.add(OpKind(
            "tests/graph_passes/passes/test_to_plugin.py::test_fp32_graph_gets_casts_and_runs",
            "tests/graph_passes/passes/test_to_qdq.py::test_single_layer_twins_agree_to_fp32_rounding")))
 
-__all__ = ["LINEAR", "OPS", "OpKind"]
+CONV2D = OPS.add(OpKind(
+    name="conv2d", op_type="WeightOnlyConv", domain="trt_woq", source_ops=("Conv",),
+    c_name="TRT_WOQ_OP_CONV2D", c_enum=1,
+    match=Ref("graph_passes.passes.match_conv:find_conv_layers"),
+    to_plugin=Ref("graph_passes.passes.conv:to_weight_only_conv"),
+    to_qdq=Ref("graph_passes.passes.conv:to_qdq_conv"),
+    reference=Ref("graph_passes.op_conv:evaluate"),
+    reference_op=Ref("graph_passes.op_conv:reference_op"),
+    tests=("tests/graph_passes/test_op_conv.py::test_conv_reference_vs_direct_float64",
+           "tests/graph_passes/passes/test_conv.py::test_policy_and_geometry",
+           "tests/graph_passes/passes/test_conv.py::test_plugin_and_qdq_twins_agree")))
+
+__all__ = ["CONV2D", "LINEAR", "OPS", "OpKind"]

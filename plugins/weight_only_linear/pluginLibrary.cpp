@@ -4,6 +4,7 @@
  * TensorRT's logger. Nothing here links libnvinfer.
  */
 #include "pluginLogger.h"
+#include "../weight_only_conv/weightOnlyConvPlugin.h"
 #include "weightOnlyLinearPlugin.h"
 
 #if defined(_WIN32)
@@ -25,7 +26,8 @@ TRT_WOQ_PLUGIN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int3
 {
     TRT_WOQ_TRACE("getCreators");
     static trt_woq::plugin::WeightOnlyLinearPluginCreator weightOnlyLinearCreator;
-    static nvinfer1::IPluginCreatorInterface* const creators[] = {&weightOnlyLinearCreator};
+    static trt_woq::plugin::WeightOnlyConvPluginCreator weightOnlyConvCreator;
+    static nvinfer1::IPluginCreatorInterface* const creators[] = {&weightOnlyLinearCreator, &weightOnlyConvCreator};
     nbCreators = static_cast<int32_t>(sizeof(creators) / sizeof(creators[0]));
     return creators;
 }

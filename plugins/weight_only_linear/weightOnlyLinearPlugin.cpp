@@ -22,12 +22,23 @@ namespace
 constexpr int32_t kSTATUS_SUCCESS = 0;
 constexpr int32_t kSTATUS_FAILURE = -1;
 
-// The seven integer fields, in the order of docs/op.md. plugin_version and plugin_namespace are read by the ONNX
-// parser to find the creator; the creator accepts them and checks that they name this plugin.
+// The integer fields, in the order of docs/op.md; `activation` is optional (absent = none). plugin_version and
+// plugin_namespace are read by the ONNX parser to find the creator; the creator accepts them and checks that they
+// name this plugin. The activation's float parameters are kFLOAT_FIELDS.
 struct IntField
 {
     char const* name;
     int32_t WeightOnlyLinearParams::*member;
+    bool required{true};
+};
+struct FloatField
+{
+    char const* name;
+    float WeightOnlyLinearParams::*member;
+};
+constexpr FloatField kFLOAT_FIELDS[] = {
+    {"clip_min", &WeightOnlyLinearParams::clipMin},
+    {"clip_max", &WeightOnlyLinearParams::clipMax},
 };
 constexpr IntField kINT_FIELDS[] = {
     {"bits", &WeightOnlyLinearParams::bits},
@@ -37,6 +48,7 @@ constexpr IntField kINT_FIELDS[] = {
     {"layout", &WeightOnlyLinearParams::layout},
     {"has_zeros", &WeightOnlyLinearParams::hasZeros},
     {"has_bias", &WeightOnlyLinearParams::hasBias},
+    {"activation", &WeightOnlyLinearParams::activation, false},
 };
 
 char const* dataTypeName(DataType t)
@@ -52,6 +64,36 @@ char const* dataTypeName(DataType t)
     default: return "other";
     }
 }
+
+// M = product of all dims but the last, or -1 if one of them is unknown.
+int64_t rowsOf(Dims const& d)
+{
+    int64_t m = 1;
+    for (int32_t i = 0; i + 1 < d.nbDims; ++i)
+    {
+        if (d.d[i] < 0)
+        {
+            return -1;
+        }
+        m *= d.d[i];
+    }
+    return m;
+}
+
+// Logs "WeightOnlyLinear[name]::where: what" and returns the failure status.
+int32_t fail(std::string const& name, char const* where, std::string const& what) noexcept
+{
+    logError(std::string(kPLUGIN_NAME) + "[" + name + "]::" + where + ": " + what);
+    return kSTATUS_FAILURE;
+}
+
+// The op's `bits` attribute names the weight format (docs/op.md); validate() admits only these.
+trt_woq_weight_format weightFormatOf(int32_t bits)
+{
+    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
+}
+
+} // namespace
 
 std::string dimsString(Dims const& d)
 {
@@ -85,36 +127,6 @@ int32_t currentSm()
     }
     return major * 10 + minor;
 }
-
-// M = product of all dims but the last, or -1 if one of them is unknown.
-int64_t rowsOf(Dims const& d)
-{
-    int64_t m = 1;
-    for (int32_t i = 0; i + 1 < d.nbDims; ++i)
-    {
-        if (d.d[i] < 0)
-        {
-            return -1;
-        }
-        m *= d.d[i];
-    }
-    return m;
-}
-
-// Logs "WeightOnlyLinear[name]::where: what" and returns the failure status.
-int32_t fail(std::string const& name, char const* where, std::string const& what) noexcept
-{
-    logError(std::string(kPLUGIN_NAME) + "[" + name + "]::" + where + ": " + what);
-    return kSTATUS_FAILURE;
-}
-
-// The op's `bits` attribute names the weight format (docs/op.md); validate() admits only these.
-trt_woq_weight_format weightFormatOf(int32_t bits)
-{
-    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
-}
-
-} // namespace
 
 std::string validate(WeightOnlyLinearParams const& p)
 {
@@ -151,6 +163,14 @@ std::string validate(WeightOnlyLinearParams const& p)
     else if (p.hasBias != 0 && p.hasBias != 1)
     {
         e << "has_bias " << p.hasBias << " is not 0 or 1";
+    }
+    else if (p.activation < TRT_WOQ_EPILOGUE_NONE || p.activation > TRT_WOQ_EPILOGUE_GELU_TANH)
+    {
+        e << "activation " << p.activation << " is not a trt_woq_epilogue (0 .. " << TRT_WOQ_EPILOGUE_GELU_TANH << ")";
+    }
+    else if (p.activation == TRT_WOQ_EPILOGUE_CLIP && !(p.clipMin <= p.clipMax))
+    {
+        e << "clip_min " << p.clipMin << " is not <= clip_max " << p.clipMax;
     }
     return e.str();
 }
@@ -361,6 +381,9 @@ void WeightOnlyLinearPlugin::fillSizes(void* paramsOut, int64_t m) const
     p.group_size = mParams.groupSize;
     p.layout_version = mParams.layout;
     p.act_type = static_cast<trt_woq_act_type>(mActType);
+    p.epilogue = static_cast<trt_woq_epilogue>(mParams.activation);
+    p.clip_min = mParams.clipMin;
+    p.clip_max = mParams.clipMax;
     // Only sizes and options are read by the queries, but say which optional operands exist.
     static char const kPresent = 0;
     p.zeros = mParams.hasZeros ? &kPresent : nullptr;
@@ -702,6 +725,10 @@ PluginFieldCollection const* WeightOnlyLinearPlugin::getFieldsToSerialize() noex
         {
             mFieldsToSerialize.emplace_back(f.name, &(mParams.*(f.member)), PluginFieldType::kINT32, 1);
         }
+        for (FloatField const& f : kFLOAT_FIELDS)
+        {
+            mFieldsToSerialize.emplace_back(f.name, &(mParams.*(f.member)), PluginFieldType::kFLOAT32, 1);
+        }
         mFcToSerialize.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
         mFcToSerialize.fields = mFieldsToSerialize.data();
         return &mFcToSerialize;
@@ -724,6 +751,10 @@ WeightOnlyLinearPluginCreator::WeightOnlyLinearPluginCreator()
     for (IntField const& f : kINT_FIELDS)
     {
         mFields.emplace_back(f.name, nullptr, PluginFieldType::kINT32, 1);
+    }
+    for (FloatField const& f : kFLOAT_FIELDS)
+    {
+        mFields.emplace_back(f.name, nullptr, PluginFieldType::kFLOAT32, 1);
     }
     mFc.nbFields = static_cast<int32_t>(mFields.size());
     mFc.fields = mFields.data();
@@ -790,6 +821,21 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
                 }
                 continue;
             }
+            auto const fl = std::find_if(std::begin(kFLOAT_FIELDS), std::end(kFLOAT_FIELDS),
+                [&](FloatField const& ff) { return fieldName == ff.name; });
+            if (fl != std::end(kFLOAT_FIELDS))
+            {
+                if (f.data == nullptr || f.length != 1
+                    || (f.type != PluginFieldType::kFLOAT32 && f.type != PluginFieldType::kFLOAT64))
+                {
+                    fail(layer, "createPlugin", "field " + fieldName + " must hold one float (kFLOAT32 / kFLOAT64)");
+                    return nullptr;
+                }
+                params.*(fl->member) = f.type == PluginFieldType::kFLOAT32
+                    ? *static_cast<float const*>(f.data)
+                    : static_cast<float>(*static_cast<double const*>(f.data));
+                continue;
+            }
             size_t j = 0;
             while (j < sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0]) && fieldName != kINT_FIELDS[j].name)
             {
@@ -833,7 +879,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
         }
         for (size_t j = 0; j < sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0]); ++j)
         {
-            if (!seen[j])
+            if (!seen[j] && kINT_FIELDS[j].required)
             {
                 fail(layer, "createPlugin", std::string("required field ") + kINT_FIELDS[j].name + " is missing");
                 return nullptr;

@@ -39,6 +39,9 @@ struct WeightOnlyLinearParams
     int32_t layout{0};
     int32_t hasZeros{0};
     int32_t hasBias{0};
+    int32_t activation{0};  // trt_woq_epilogue applied after the bias (optional field, default 0 = none)
+    float clipMin{0.f};     // clip_min / clip_max: only with activation CLIP
+    float clipMax{0.f};
 
     int32_t zerosIndex() const noexcept { return hasZeros ? 3 : -1; }
     int32_t biasIndex() const noexcept { return hasBias ? 3 + hasZeros : -1; }
@@ -51,6 +54,11 @@ struct WeightOnlyLinearParams
 
 // Empty string when the parameters are a valid WeightOnlyLinear node, else what is wrong, quoting the value.
 std::string validate(WeightOnlyLinearParams const& p);
+
+// Shared with WeightOnlyConv (plugins/weight_only_conv): "[d0, d1, ...]" for messages; the current device's compute
+// capability (major * 10 + minor), throwing std::runtime_error when CUDA cannot tell.
+std::string dimsString(nvinfer1::Dims const& d);
+int32_t currentSm();
 
 class WeightOnlyLinearPlugin : public nvinfer1::IPluginV3,
                                public nvinfer1::IPluginV3OneCore,

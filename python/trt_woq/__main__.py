@@ -37,14 +37,21 @@ def cmd_build(args) -> int:
     Calls trt_woq.engine.build_engine. Without --profile, dynamic dims get the runtime's default ranges. An existing
     ENGINE is refused unless --force; ENGINE and the timing cache may never be MODEL or its external data.
     """
+    from graph_passes.errors import UserError
+    from graph_passes.files import same_file
     from graph_passes.pipeline import outputs_for
     from trt_woq.engine import build_engine
 
     engine = args.output or (os.path.splitext(args.model)[0] + ".engine")
     outputs = outputs_for(args.model, args.force)
     outputs.add(engine, "engine", "choose another engine path (-o)")
-    if args.timing_cache:
-        outputs.refuse_inputs(args.timing_cache, "choose another --timing-cache file")
+    if args.timing_cache:  # read and rewritten in place (not one of the outputs renamed into place)
+        fix = "choose another --timing-cache file"
+        outputs.refuse_inputs(args.timing_cache, fix)
+        if os.path.isdir(args.timing_cache):
+            raise UserError(f"{args.timing_cache}: is a folder; {fix}")
+        if same_file(args.timing_cache, engine):
+            raise UserError(f"{args.timing_cache}: is also the engine; {fix}")
     kwargs = {"precision": args.precision, "verbose": args.verbose}
     if args.plugin:
         kwargs["plugin_path"] = args.plugin

@@ -1,16 +1,21 @@
-"""Benchmark of the WeightOnlyLinear kernels against cuBLAS and torch's int4 GEMM: ``python -m trt_woq.bench``.
+"""Benchmark of the WeightOnlyLinear kernels against cuBLAS, Marlin and torch's int4 GEMM: ``python -m trt_woq.bench``.
 
 For each (K, N) and M: median time per call of ours (INT8 per-channel, INT4 g128 symmetric and asymmetric, FP16
-activations, through the C ABI's dispatch), cuBLAS FP16 and BF16 (``torch.matmul``) and ``torch._weight_int4pack_mm``
-(BF16, group 128), all in the same process; the device's copy bandwidth measured in the same run; our effective weight
-bandwidth (packed weights + scales + zeros, bytes per second) and its fraction of the copy bandwidth; speedups.
+activations, through the C ABI's dispatch), cuBLAS FP16 and BF16 (``torch.matmul``), ``torch._weight_int4pack_mm``
+(BF16, group 128) and, where its Python extension is importable, Marlin (``marlin.mul``, FP16 x INT4 g128; built
+from IST-DASLab/marlin, see docs/performance.md), all in the same process. Bandwidth: our weight bytes (packed
+weights + scales + zeros) per second, as a fraction of cuBLAS FP16's achieved weight bandwidth (its FP16 weight bytes
+over its time) at the same (K, N, M), and of a read-only stream of the same bytes (a Triton kernel that reads each
+word once, as ours must) timed once per (K, N) in the same run. The device's copy
+bandwidth (read + written) is printed for information. The closing summary gives, per (K, N) and M range (1-16,
+17-128, 129-1023, >= 1024), the minimum and geometric mean of cuBLAS FP16 time / ours and Marlin time / ours.
 
 Timing: every method's calls are captured in one CUDA graph that cycles through enough copies of the weights to exceed
 2.5x the L2 cache (so each call streams its weights from HBM), at least 24 calls per replay; the figure is the median
-over 25 replays of (replay time / calls). The methods of one (K, N, M) group take their replays in turn (cuBLAS,
-ours, cuBLAS, ours, ...), not one method's 25 after another's: under the power cap below, the method timed last
-would otherwise run on a hotter, slower GPU. Weight values are random (speed does not depend on them; correctness is
-tests/device/kernels_check.py's job).
+over ``--replays`` replays (default 25) of (replay time / calls). The methods of one (K, N, M) group take their
+replays in turn (cuBLAS, ours, cuBLAS, ours, ...), not one method's replays after another's: under the power cap
+below, the method timed last would otherwise run on a hotter, slower GPU. Weight values are random (speed does not
+depend on them; correctness is tests/device/kernels_check.py's and gemm_check.py's job).
 
 Clocks: seconds of compute-bound GEMMs at M >= 256 push an H100 to its power cap (700 W, SM clock down to ~1.3 GHz),
 which slows the latency-bound kernels timed right after them (ours at M <= 64) but not the DRAM-bound cuBLAS calls.
@@ -19,10 +24,11 @@ clock after every (K, N, M) group (``sm_mhz`` in the JSON, ``SM MHz`` in the tab
 
 Needs torch with CUDA (benchmark only; the library itself never imports torch).
 
-    python -m trt_woq.bench                       # the issue's shapes, M = 1, 4, 16; table + bench.json
-    python -m trt_woq.bench --m 1,16,64 --shapes 4096x4096,14336x4096 --json out.json
+    python -m trt_woq.bench                       # eight LLM shapes, M = 1..16, 24, ..., 4096; table + bench.json
+    python -m trt_woq.bench --m 1,16,333 --shapes 4096x4096,14336x4096 --json out.json
     python -m trt_woq.bench --candidates          # also every GEMV candidate for INT4 g128 / INT8 (dispatch tuning)
     python -m trt_woq.bench --one int4_g128,1,14336,4096[,gemv_mma_nt2]   # a few launches of one case (for ncu)
+    python -m trt_woq.bench --markdown bench.json # the saved run as markdown tables (no GPU)
 
 Extending: a new method is one entry of METHODS (a name and a factory returning per-copy callables); M > 16 rows work
 as soon as a GEMM family is registered in the library (ours go through the dispatch); TFLOP/s is in every JSON row.
@@ -43,9 +49,12 @@ from trt_woq import kernels as K
 
 SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096), (8192, 10240), (8192, 8192), (8192, 57344),
           (28672, 8192)]  # (K, N)
-M_VALUES = (1, 4, 16)
+# Every M of the small-batch regime, then the batched / chunked-prefill range up to large prefill.
+M_VALUES = tuple(range(1, 17)) + (24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+                                  2048, 4096)
+M_RANGES = ((1, 16), (17, 128), (129, 1023), (1024, None))  # the summary's M ranges (inclusive; None: no bound)
 OURS = ("int8_pc", "int4_g128", "int4_g128_asym")
-BASELINES = ("cublas_fp16", "cublas_bf16", "torch_int4")
+BASELINES = ("cublas_fp16", "cublas_bf16", "torch_int4", "marlin")
 
 
 def _torch():
@@ -161,6 +170,54 @@ def setup_torch_int4(k: int, n: int, l2: int) -> Setup:
     return Setup(wbytes, make_calls, note=f"innerKTiles={inner_k_tiles}")
 
 
+def marlin_available() -> bool:
+    try:
+        import marlin  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def setup_marlin(k: int, n: int, l2: int) -> Setup:
+    """Marlin (IST-DASLab/marlin, ``marlin.mul``): FP16 activations x INT4 g128 weights in its own tiled layout
+    ([K / 16, 2 N] int32; any words are valid INT4 data) with FP16 scales [K / 128, N]."""
+    import marlin
+
+    torch = _torch()
+    group = 128
+    wbytes = k * n // 2 + (k // group) * n * 2
+    copies = copies_for(wbytes, l2)
+    packed = [torch.randint(-2**31, 2**31 - 1, (k // 16, n * 2), dtype=torch.int32, device="cuda")
+              for _ in range(copies)]
+    scales = [(torch.rand(k // group, n, device="cuda") * 0.01 + 0.001).half() for _ in range(copies)]
+    workspace = torch.zeros(n // 128 * 16, dtype=torch.int32, device="cuda")  # Marlin leaves it zeroed after a call
+
+    def make_calls(m: int):
+        x = torch.randn(m, k, device="cuda").half()
+        y = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        return [(lambda b=b, sc=sc: marlin.mul(x, b, y, sc, workspace)) for b, sc in zip(packed, scales)]
+
+    return Setup(wbytes, make_calls)
+
+
+def setup_read_stream(nbytes: int, l2: int) -> Setup:
+    """A read-only stream of ``nbytes`` (a Triton kernel that reads every word once, trt_woq._read_stream; rotated
+    over copies past L2): the reference for what reading that many weight bytes costs on this device."""
+    from trt_woq import _read_stream
+
+    torch = _torch()
+    words = max(nbytes // 4, 1)
+    copies = copies_for(nbytes, l2)
+    bufs = [torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda") for _ in range(copies)]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = torch.empty(sms * _read_stream.PROGRAMS_PER_SM, dtype=torch.int32, device="cuda")
+
+    def make_calls(m: int):
+        return [(lambda b=b: _read_stream.read_all(b, out, sms)) for b in bufs]
+
+    return Setup(words * 4, make_calls)
+
+
 # ---- timing ------------------------------------------------------------------------------------------------------
 def time_calls(calls: list[Callable[[], None]], min_calls: int = 24, replays: int = 25) -> float:
     """Median microseconds per call, from CUDA-graph replays of the calls in a cycle."""
@@ -246,6 +303,8 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_cublas(k, n, "bf16", l2)
             elif name == "torch_int4":
                 setups[name] = setup_torch_int4(k, n, l2)
+            elif name == "marlin":
+                setups[name] = setup_marlin(k, n, l2)
             else:
                 raise ValueError(f"unknown method {name}")
         except Exception as e:  # a baseline that fails to set up is reported, not fatal
@@ -268,7 +327,19 @@ def sm_clock_mhz() -> int | None:
         return None
 
 
-def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float = 2.0) -> dict:
+def read_streams(setups, l2) -> dict[str, float]:
+    """GB/s of a read-only stream of each of our methods' weight bytes, timed together (module docstring)."""
+    ours = [(name, st) for name, st in setups.items() if name in OURS and not isinstance(st, Exception)]
+    streams = [setup_read_stream(st.weight_bytes, l2) for _, st in ours]
+    times = time_interleaved([rs.make_calls(1) for rs in streams])
+    return {name: rs.weight_bytes / us / 1e3 for (name, _), rs, us in zip(ours, streams, times)
+            if not isinstance(us, Exception)}
+
+
+def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float = 2.0, replays: int = 25,
+        checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """The benchmark (module docstring) as a JSON-able dict; ``checkpoint`` gets the result so far after every
+    (K, N), so that a run cut short keeps what it measured."""
     torch = _torch()
     lib = K.load()
     props = torch.cuda.get_device_properties(0)
@@ -278,9 +349,13 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
         f"(read + write)")
     rows: list[Row] = []
     sm_mhz: dict[str, int | None] = {}
+    read_gbps: dict[str, dict[str, float]] = {}
     after_compute_bound = False
     for k, n in shapes:
         setups = build_setups(lib, k, n, l2, methods, sweep_candidates)
+        reads = read_gbps[f"{k}x{n}"] = read_streams(setups, l2)
+        log(f"{k}x{n}: read-only stream of the weight bytes " +
+            ", ".join(f"{name} {gbps:.0f} GB/s" for name, gbps in reads.items()))
         for m in ms:
             if after_compute_bound and m <= 64 and settle_s > 0:
                 time.sleep(settle_s)  # leave the power cap the previous group's GEMMs ran into (module docstring)
@@ -300,7 +375,7 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                     timed.append((name, st, st.make_calls(m)))
                 except Exception as e:
                     rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(e).__name__}: {e}"))
-            results = time_interleaved([calls for _, _, calls in timed])
+            results = time_interleaved([calls for _, _, calls in timed], replays=replays)
             for (name, st, _), us in zip(timed, results):
                 if isinstance(us, Exception):
                     rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(us).__name__}: {us}"))
@@ -309,27 +384,43 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
             del timed
             mhz = sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
             after_compute_bound = m >= 256
-            log(summary_line(rows, k, n, m, copy_gbps, mhz))
+            log(summary_line(rows, k, n, m, reads, mhz))
         del setups
         torch.cuda.empty_cache()
+        if checkpoint:
+            done = shapes[:shapes.index((k, n)) + 1]
+            checkpoint(result_dict(lib, props, torch, done, ms, rows, copy_gbps, read_gbps, l2, sm_mhz))
+    return result_dict(lib, props, torch, shapes, ms, rows, copy_gbps, read_gbps, l2, sm_mhz)
+
+
+def result_dict(lib, props, torch, shapes, ms, rows, copy_gbps, read_gbps, l2, sm_mhz) -> dict:
+    """The JSON of a run: its rows with their bandwidth fractions, the device and the dispatch's INT4 picks."""
     dispatch = {}
     for k, n in shapes:
         for m in ms:
             p = K.make_params(m=m, n=n, k=k, bits=4, group_size=128)
             cid = lib.dispatch(p, props.major * 10 + props.minor)
             dispatch[f"{k}x{n}/m{m}"] = lib.candidate_name(cid) if cid >= 0 else None
+    out_rows = []
+    cublas_of = {(r.k, r.n, r.m): r for r in rows if r.method == "cublas_fp16"}
+    for r in rows:
+        cublas = cublas_of.get((r.k, r.n, r.m))
+        read = read_gbps.get(f"{r.k}x{r.n}", {}).get(r.method)
+        out_rows.append(dict(k=r.k, n=r.n, m=r.m, method=r.method, us=r.us, weight_bytes=r.weight_bytes, gbps=r.gbps,
+                             frac_cublas_bw=(r.gbps / cublas.gbps if r.gbps and cublas and cublas.gbps else None),
+                             frac_read=(r.gbps / read if r.gbps and read else None),
+                             frac_copy=(r.gbps / copy_gbps if r.gbps else None), tflops=r.tflops, error=r.error))
     return {
         "device": props.name,
         "sm": props.major * 10 + props.minor,
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "torch": torch.__version__,
         "copy_gbps": copy_gbps,
+        "read_gbps": read_gbps,
         "l2_bytes": l2,
         "dispatch_int4_g128": dispatch,
         "sm_mhz": sm_mhz,
-        "rows": [dict(k=r.k, n=r.n, m=r.m, method=r.method, us=r.us, weight_bytes=r.weight_bytes, gbps=r.gbps,
-                      frac_copy=(r.gbps / copy_gbps if r.gbps else None), tflops=r.tflops, error=r.error)
-                 for r in rows],
+        "rows": out_rows,
     }
 
 
@@ -340,27 +431,41 @@ def _get(rows, k, n, m, method):
     return None
 
 
-def summary_line(rows, k, n, m, copy_gbps, mhz=None) -> str:
+def _speedup(rows, k, n, m, baseline, ours) -> float | None:
+    """Baseline time / our time at (k, n, m), or None where either is missing."""
+    rb, ro = _get(rows, k, n, m, baseline), _get(rows, k, n, m, ours)
+    return rb.us / ro.us if rb and ro and rb.us and ro.us else None
+
+
+def _bw_fracs(rows, k, n, m, method, reads) -> tuple[float | None, float | None]:
+    """Our weight bandwidth at (k, n, m) as fractions of cuBLAS FP16's there and of the read-only stream's."""
+    r, c = _get(rows, k, n, m, method), _get(rows, k, n, m, "cublas_fp16")
+    if not (r and r.us):
+        return None, None
+    read = reads.get(method) if reads else None
+    return (r.gbps / c.gbps if c and c.us else None), (r.gbps / read if read else None)
+
+
+def summary_line(rows, k, n, m, reads=None, mhz=None) -> str:
     def us(meth):
         r = _get(rows, k, n, m, meth)
         return f"{r.us:8.1f}" if r and r.us else "     n/a"
 
-    def ratio(a, b):
-        ra, rb = _get(rows, k, n, m, a), _get(rows, k, n, m, b)
-        return f"{rb.us / ra.us:5.2f}x" if ra and rb and ra.us and rb.us else "   n/a"
+    def x(v):
+        return f"{v:5.2f}x" if v else "   n/a"
 
-    def frac(meth):
-        r = _get(rows, k, n, m, meth)
-        return f"{100 * r.gbps / copy_gbps:5.1f}%" if r and r.us else "   n/a"
+    def pct(v):
+        return f"{100 * v:5.1f}%" if v else "   n/a"
 
-    def tflops(meth):
-        r = _get(rows, k, n, m, meth)
-        return f"{r.tflops:6.1f}" if r and r.us else "   n/a"
-
-    line = (f"{k:>6}x{n:<6} M={m:<3}| " + " ".join(us(x) for x in BASELINES) + " | " + " ".join(us(x) for x in OURS)
-            + f" | {frac('int4_g128')} {frac('int8_pc')} | {ratio('int4_g128', 'cublas_fp16')} "
-            f"{ratio('int4_g128', 'torch_int4')} {ratio('int8_pc', 'cublas_fp16')} | {tflops('int4_g128')} "
-            f"{tflops('cublas_fp16')} | {mhz if mhz else 'n/a':>6}")
+    i4_cub, i4_read = _bw_fracs(rows, k, n, m, "int4_g128", reads)
+    i8_cub, i8_read = _bw_fracs(rows, k, n, m, "int8_pc", reads)
+    i4 = _get(rows, k, n, m, "int4_g128")
+    line = (f"{k:>6}x{n:<6} M={m:<4}| " + " ".join(us(b) for b in BASELINES) + " | " + " ".join(us(o) for o in OURS)
+            + f" | {x(_speedup(rows, k, n, m, 'cublas_fp16', 'int4_g128'))} "
+            f"{x(_speedup(rows, k, n, m, 'marlin', 'int4_g128'))} "
+            f"{x(_speedup(rows, k, n, m, 'cublas_fp16', 'int8_pc'))}"
+            f" | {pct(i4_cub)} {pct(i4_read)} {pct(i8_cub)} {pct(i8_read)} | "
+            f"{f'{i4.tflops:6.1f}' if i4 and i4.us else '   n/a'} | {mhz if mhz else 'n/a':>6}")
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
         line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
@@ -371,48 +476,92 @@ def summary_line(rows, k, n, m, copy_gbps, mhz=None) -> str:
     return line
 
 
-HEADER = (f"{'K x N':>13} {'M':<4}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>8} | {'int8pc':>8} {'int4g128':>8} "
-          f"{'int4asym':>8} | {'i4 %BW':>6} {'i8 %BW':>6} | {'i4/cuB':>6} {'i4/ti4':>6} {'i8/cuB':>6} | "
-          f"{'i4 TF/s':>6} {'cuB TF/s':>6} | {'SM MHz':>6}   (times in us)")
+HEADER = (f"{'K x N':>13} {'M':<5}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>8} {'Marlin':>8} | {'int8pc':>8} "
+          f"{'int4g128':>8} {'int4asym':>8} | {'i4/cuB':>6} {'i4/Mar':>6} {'i8/cuB':>6} | {'i4%cuB':>6} {'i4%rd':>6} "
+          f"{'i8%cuB':>6} {'i8%rd':>6} | {'i4TF/s':>6} | {'SM MHz':>6}   (times in us; x = baseline time / ours; "
+          f"%cuB / %rd: our weight GB/s over cuBLAS FP16's / over a read-only stream of our bytes)")
+
+
+def _rows_of(result: dict) -> list[Row]:
+    return [Row(r["k"], r["n"], r["m"], r["method"], r["us"], r["weight_bytes"], r.get("error") or "")
+            for r in result["rows"]]
+
+
+def m_range_label(lo: int, hi: int | None) -> str:
+    return f"{lo}-{hi}" if hi is not None else f">={lo}"
+
+
+def summarize(result: dict) -> list[dict]:
+    """Per (K, N) and M range (M_RANGES): min and geometric mean over the range's M of cuBLAS FP16 time / ours
+    (INT4 g128 and INT8 pc) and Marlin time / ours (INT4 g128). Ranges with no measured M are left out; a ratio with no
+    measured pair in a range is None."""
+    rows = _rows_of(result)
+    out = []
+    for k, n in sorted({(r.k, r.n) for r in rows}, key=lambda t: (t[0] * t[1], t[0])):
+        for lo, hi in M_RANGES:
+            ms = sorted({r.m for r in rows if (r.k, r.n) == (k, n) and r.m >= lo and (hi is None or r.m <= hi)})
+            if not ms:
+                continue
+            entry = dict(k=k, n=n, m_range=m_range_label(lo, hi), ms=len(ms))
+            for key, base, ours in (("int4_vs_cublas", "cublas_fp16", "int4_g128"), ("int4_vs_marlin", "marlin",
+                                    "int4_g128"), ("int8_vs_cublas", "cublas_fp16", "int8_pc")):
+                vals = [v for v in (_speedup(rows, k, n, m, base, ours) for m in ms) if v]
+                entry[key] = (dict(min=min(vals), geomean=math.exp(sum(map(math.log, vals)) / len(vals)), n=len(vals))
+                              if vals else None)
+            out.append(entry)
+    return out
+
+
+def summary_table(result: dict) -> str:
+    """summarize() as a markdown table: min / geomean per (K, N, M range)."""
+    head = ("| K x N | M | INT4 g128 x cuBLAS FP16 (min / geomean) | INT4 g128 x Marlin (min / geomean) "
+            "| INT8 pc x cuBLAS FP16 (min / geomean) |")
+    out = [head, "|" + " --- |" * (head.count("|") - 1)]
+
+    def cell(v):
+        return f"{v['min']:.2f}x / {v['geomean']:.2f}x" if v else "n/a"
+
+    for e in summarize(result):
+        out.append(f"| {e['k']} x {e['n']} | {e['m_range']} | {cell(e['int4_vs_cublas'])} "
+                   f"| {cell(e['int4_vs_marlin'])} | {cell(e['int8_vs_cublas'])} |")
+    return "\n".join(out)
 
 
 def markdown(result: dict) -> str:
-    """The JSON of a run as the markdown table of docs/performance.md (one row per (K, N, M))."""
-    rows = [Row(r["k"], r["n"], r["m"], r["method"], r["us"], r["weight_bytes"], r.get("error") or "")
-            for r in result["rows"]]
-    copy = result["copy_gbps"]
+    """The JSON of a run as the markdown table of docs/performance.md (one row per (K, N, M)); the time columns of
+    methods the run did not include are left out."""
+    rows = _rows_of(result)
+    reads = result.get("read_gbps", {})
     clocks = result.get("sm_mhz", {})
     keys = sorted({(r.k, r.n, r.m) for r in rows}, key=lambda t: (t[0] * t[1], t[0], t[2]))
-    head = ("| K x N | M | cuBLAS fp16 | cuBLAS bf16 | torch int4 | ours INT8 pc | ours INT4 g128 | ours INT4 g128 asym "
-            "| INT4 GB/s (% copy) | INT8 GB/s (% copy) | INT4 / cuBLAS | INT4 / torch int4 | INT8 / cuBLAS "
-            "| INT4 TFLOP/s | cuBLAS fp16 TFLOP/s | SM MHz |")
+    names = {"cublas_fp16": "cuBLAS fp16", "cublas_bf16": "cuBLAS bf16", "torch_int4": "torch int4", "marlin": "Marlin",
+             "int8_pc": "ours INT8 pc", "int4_g128": "ours INT4 g128", "int4_g128_asym": "ours INT4 g128 asym"}
+    methods = [meth for meth in BASELINES + OURS if any(r.method == meth for r in rows)]
+    head = ("| K x N | M | " + " | ".join(names[meth] for meth in methods) + " | INT4 / cuBLAS | INT4 / Marlin "
+            "| INT8 / cuBLAS | INT4 BW % cuBLAS | INT4 BW % read | INT8 BW % cuBLAS | INT8 BW % read | INT4 TFLOP/s "
+            "| SM MHz |")
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
 
-    def t(k, n, m, meth):
-        r = _get(rows, k, n, m, meth)
-        return r.us if r and r.us else None
+    def f(v):
+        return f"{v:.1f}" if v else "n/a"
+
+    def x(v):
+        return f"{v:.2f}x" if v else "n/a"
+
+    def pct(v):
+        return f"{100 * v:.0f}%" if v else "n/a"
 
     for k, n, m in keys:
-        c16, cbf, ti4 = (t(k, n, m, x) for x in BASELINES)
-        i8, i4, i4a = (t(k, n, m, x) for x in OURS)
-        r4, r8 = _get(rows, k, n, m, "int4_g128"), _get(rows, k, n, m, "int8_pc")
-
-        def f(v):
-            return f"{v:.1f}" if v else "n/a"
-
-        def bw(r):
-            return f"{r.gbps:.0f} ({100 * r.gbps / copy:.0f}%)" if r and r.us else "n/a"
-
-        def x(a, b):
-            return f"{a / b:.2f}x" if a and b else "n/a"
-
-        def tf(meth):
-            r = _get(rows, k, n, m, meth)
-            return f"{r.tflops:.1f}" if r and r.us else "n/a"
-
-        out.append(f"| {k} x {n} | {m} | {f(c16)} | {f(cbf)} | {f(ti4)} | {f(i8)} | {f(i4)} | {f(i4a)} | {bw(r4)} "
-                   f"| {bw(r8)} | {x(c16, i4)} | {x(ti4, i4)} | {x(c16, i8)} | {tf('int4_g128')} "
-                   f"| {tf('cublas_fp16')} | {clocks.get(f'{k}x{n}/m{m}') or 'n/a'} |")
+        times = [f(r.us if r else None) for r in (_get(rows, k, n, m, meth) for meth in methods)]
+        i4c, i4r = _bw_fracs(rows, k, n, m, "int4_g128", reads.get(f"{k}x{n}"))
+        i8c, i8r = _bw_fracs(rows, k, n, m, "int8_pc", reads.get(f"{k}x{n}"))
+        i4 = _get(rows, k, n, m, "int4_g128")
+        out.append(f"| {k} x {n} | {m} | " + " | ".join(times) +
+                   f" | {x(_speedup(rows, k, n, m, 'cublas_fp16', 'int4_g128'))} "
+                   f"| {x(_speedup(rows, k, n, m, 'marlin', 'int4_g128'))} "
+                   f"| {x(_speedup(rows, k, n, m, 'cublas_fp16', 'int8_pc'))} | {pct(i4c)} | {pct(i4r)} | {pct(i8c)} "
+                   f"| {pct(i8r)} | {f(i4.tflops if i4 and i4.us else None)} "
+                   f"| {clocks.get(f'{k}x{n}/m{m}') or 'n/a'} |")
     return "\n".join(out)
 
 
@@ -457,9 +606,12 @@ def run_one(spec: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m trt_woq.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: the issue's eight)")
-    ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values (default 1,4,16)")
-    ap.add_argument("--methods", default=",".join(BASELINES + OURS), help="comma-separated; also int4_g128_bf16")
+    ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: eight LLM shapes)")
+    ap.add_argument("--m", default=",".join(map(str, M_VALUES)),
+                    help="comma-separated M values (default: 1..16, 24, 32, 48, 64, 96, 128, ..., 1024, 2048, 4096)")
+    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16 (default: cuBLAS FP16 and BF16, torch "
+                                      "int4, Marlin when importable, and ours)")
+    ap.add_argument("--replays", type=int, default=25, help="timed replays per method and group (default 25)")
     ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
@@ -470,7 +622,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.markdown:
         with open(args.markdown) as f:
-            print(markdown(json.load(f)))
+            saved = json.load(f)
+        print(markdown(saved) + "\n\n" + summary_table(saved))
         return 0
     try:
         torch = _torch()
@@ -485,11 +638,19 @@ def main(argv=None) -> int:
         return 0
     ms = [int(x) for x in args.m.split(",")]
     print(HEADER, flush=True)
-    result = run(args.shapes, ms, args.methods.split(","), args.candidates, log=lambda s: print(s, flush=True),
-                 settle_s=args.settle)
-    result["command"] = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    with open(args.json, "w") as f:
-        f.write(dumps(result))
+    methods = args.methods.split(",") if args.methods else \
+        [b for b in BASELINES if b != "marlin" or marlin_available()] + list(OURS)
+    command = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+
+    def save(result):
+        result["command"] = command
+        with open(args.json, "w") as f:
+            f.write(dumps(result))
+
+    result = run(args.shapes, ms, methods, args.candidates, log=lambda s: print(s, flush=True), settle_s=args.settle,
+                 replays=args.replays, checkpoint=save)
+    save(result)
+    print("\n" + summary_table(result))
     print(f"wrote {args.json}")
     return 0
 

@@ -92,8 +92,10 @@ def main() -> int:
             check(g, pr, c, ref=ref, tag="options: ")
     print(f"options sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)
 
-    # 2. The issue's M values on LLM and odd shapes; every supported candidate (split-K where it splits).
+    # 2. M values on LLM and odd shapes; every supported candidate (split-K where it splits).
     # (1024, 34048): 266 N tiles of 128, so the ws tail split has whole tiles and split ones in the same launch.
+    # 333, 400, 450: the last 256-token tile has 77, 144, 194 tokens and the last 128-token tile 77, 16, 66, so the
+    # ws kernels' narrowed wgmma for a partial last tile runs at every width.
     shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324), (1024, 34048)]  # (K, N)
     configs = [(4, torch.float16, 128, False, False), (8, torch.bfloat16, -1, True, True),
                (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True)]
@@ -102,7 +104,7 @@ def main() -> int:
             continue
         base = make_problem(4096, n, k, bits, group, dtype, zeros, bias, rng)
         w64 = dequant64(base)
-        for m in (17, 32, 64, 127, 128, 512, 2048, 4096):
+        for m in (17, 32, 64, 127, 128, 333, 400, 450, 512, 2048, 4096):
             if m * k * n > 4096 * 4096 * 4096 and (bits, dtype) != (4, torch.float16):
                 continue  # the largest problems once, in the main configuration
             pr = with_m(base, m)
@@ -113,12 +115,12 @@ def main() -> int:
         del base, w64
     print(f"shape sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)
 
-    # 3. The GEMM's dispatch for every M from 1 to 320 and a few large ones gives the reference's result.
+    # 3. The GEMM's dispatch for every M from 1 to 320 and some larger ones gives the reference's result.
     for bits, dtype in ((4, torch.float16), (8, torch.bfloat16)):
         base = make_problem(4096, 520, 1024, bits, 128, dtype, True, True, rng)
         full_ref = reference(base)
         picks = {}
-        for m in list(range(1, 321)) + [511, 1000, 1024, 2047, 4096]:
+        for m in list(range(1, 321)) + [333, 400, 450, 511, 600, 1000, 1024, 2047, 4096]:
             pr = with_m(base, m)
             c = g.dispatch(pr.params(None))
             picks.setdefault(g.name(c) if c >= 0 else "none", []).append(m)

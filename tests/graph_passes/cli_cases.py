@@ -341,12 +341,19 @@ def _paths(kind):
         (folder / "old.json").write_text("{}\n")
         os.symlink(folder / "nowhere", folder / "dangling.onnx")
         os.link(model, folder / "m_hard.onnx")
+        os.mkfifo(folder / "fifo")
         cases = {
             "out_is_input": [_q(model, out="m.onnx"), _q(model, "--force", out="m.onnx")],
             "out_via_folder_link": [_q(model, "--force", out="self/m.onnx")],
             "out_via_file_link": [_q(model, "--force", out="m_link.onnx")],
             "out_is_folder": [_q(model, "--force", out="dir")],
             "out_in_missing_folder": [_q(model, out="nope/q.onnx")],
+            "out_trailing_slash": [["quantize", str(model), "-o", f"{folder}/{d}/", "-q", "--force"]
+                                   for d in ("nope", "dir")],
+            "out_is_fifo": [_q(model, "--force", out="fifo"),
+                            ["inspect", str(model), "--report", str(folder / "fifo"), "--force"]],
+            "out_empty": [["quantize", str(model), "-o", "", "-q"]],
+            "report_empty": [_q(model, "--report", ""), ["inspect", str(model), "--report", ""]],
             "out_under_a_file": [_q(model, out="m.onnx/q.onnx")],
             "report_is_input": [_q(model, "--report", str(model), "--force"),
                                 ["inspect", str(model), "--report", str(model), "--force"]],
@@ -405,6 +412,7 @@ for kind in ("short", "empty", "offset_past_end", "length_mismatch", "negative_o
              "one_tensor_elsewhere", "link_inside", "good"):
     CASES[f"external_{kind}"] = external(kind)
 for kind in ("out_is_input", "out_via_folder_link", "out_via_file_link", "out_is_folder", "out_in_missing_folder",
+             "out_trailing_slash", "out_empty", "report_empty", "out_is_fifo",
              "out_under_a_file", "report_is_input", "report_via_link", "report_is_output",
              "report_is_folder", "report_exists", "ext_out_data_is_input_data", "ext_report_is_input_data",
              "ext2_report_is_output_data", "ext2_out_is_input_data", "out_is_dangling_link", "out_is_hard_link",

@@ -252,6 +252,23 @@ def test_user_errors(tmp_path):
         compare(o_path, p_path, min_cosine=2.0)
 
 
+@pytest.mark.parametrize("tamper,match", [("group_size=0", "node proj: group_size 0 is not one of"),
+                                          ("group_size=96", "node proj: group_size 96 is not one of"),
+                                          ("scales[:3]", "3 scales, expected 2 x 64")])
+def test_inconsistent_plugin_node_is_refused(tmp_path, tamper, match):
+    """A tampered WeightOnlyLinear node (attributes or scales that disagree with the rest): one line, no traceback."""
+    _, p_path, _, _ = _models(tmp_path, np.random.default_rng())
+    model = onnx.load(p_path)
+    node = next(n for n in model.graph.node if n.op_type == "WeightOnlyLinear")
+    if tamper.startswith("group_size="):
+        next(a for a in node.attribute if a.name == "group_size").i = int(tamper.split("=")[1])
+    else:
+        scales = next(t for t in model.graph.initializer if t.name == node.input[2])
+        scales.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scales).reshape(-1)[:3], scales.name))
+    with pytest.raises(UserError, match=match):
+        plugin_to_qdq(model)
+
+
 def test_plugin_model_with_old_opset_is_refused(tmp_path):
     rng = np.random.default_rng()
     _, p_path, _, _ = _models(tmp_path, rng)
@@ -377,3 +394,17 @@ def test_default_threshold_follows_the_weights(tmp_path):
     from graph_passes.compare import quantized_bits
 
     assert quantized_bits(twin) == {8}
+
+
+def test_a_failing_run_is_one_line_on_stderr(tmp_path, capfd):
+    """ids past the embedding table: ONNX Runtime's own log of the failing node stays off stderr."""
+    from graph_passes.__main__ import main
+
+    _, path = _bert_like(tmp_path, vocab=50)
+    ids = np.full((1, 2, 4), 70, np.int64)
+    np.savez(tmp_path / "d.npz", input_ids=ids, attention_mask=np.ones_like(ids), token_type_ids=np.zeros_like(ids),
+             position_ids=np.zeros_like(ids))
+    capfd.readouterr()
+    assert main(["compare", str(path), str(path), "--data", str(tmp_path / "d.npz")]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "running the models failed" in err[0] and "embed" in err[0], err

@@ -123,3 +123,20 @@ def test_script_missing_and_limit(tmp_path):
         load_script_feeds(str(tmp_path / "none.py"), SPECS)
     with pytest.raises(UserError, match="must be >= 1"):
         load_script_feeds(str(tmp_path / "none.py"), SPECS, limit=0)
+
+
+def test_script_imports_the_helpers_beside_it(tmp_path):
+    """As under ``python FILE.py``, the script's own folder is importable, also from a generator run later; it is
+    off sys.path again afterwards."""
+    import sys
+
+    folder = tmp_path / "loaders"
+    folder.mkdir()
+    (folder / "loader_helper_tokens.py").write_text("import numpy as np\nIDS = np.arange(6, dtype=np.int64).reshape(2, 3)\n")
+    (folder / "load.py").write_text("import numpy as np\nfrom loader_helper_tokens import IDS\n"
+                                    "def load_data():\n    from loader_helper_tokens import IDS as late\n"
+                                    "    yield {'input_ids': late, 'x': np.zeros((1, 8))}\n")
+    feeds = load_script_feeds(str(folder / "load.py"), SPECS)
+    np.testing.assert_array_equal(feeds[0]["input_ids"], np.arange(6).reshape(2, 3))
+    assert str(folder) not in sys.path
+    sys.modules.pop("loader_helper_tokens", None)

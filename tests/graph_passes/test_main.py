@@ -302,6 +302,18 @@ def test_failing_report_leaves_no_model(capsys, mlp_path, tmp_path, monkeypatch)
     assert _files(tmp_path) == ["mlp.onnx"]  # the model was written, then the report failed: neither is left
 
 
+def test_interrupt_is_one_line_and_leaves_nothing(capsys, mlp_path, tmp_path, monkeypatch):
+    import graph_passes.report as report_mod
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_mod.QuantReport, "to_json", interrupted)  # Ctrl-C with the model already written
+    rc = main(["quantize", str(mlp_path), "-o", str(tmp_path / "q.onnx"), "--report", str(tmp_path / "r.json"), "-q"])
+    assert rc == 130 and capsys.readouterr().err == "trt-woq quantize: interrupted\n"
+    assert _files(tmp_path) == ["mlp.onnx"]
+
+
 # ------------------------------------------------------------------------ bad external data: one line, exit 2
 @pytest.mark.parametrize("kind, expect", [
     ("short", "shorter than"), ("empty", "shorter than"), ("offset_past_end", "past the end"),

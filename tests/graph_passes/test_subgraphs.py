@@ -142,3 +142,32 @@ def test_loop_and_scan_bodies(tmp_path, rng):
         report = quantize_model(str(path), str(out), QuantConfig(bits=8, group_size=-1, format=fmt))
         assert sorted(r.node for r in report.rewritten) == ["Loop_0/body/loop_mm", "Scan_0/body/scan_mm"]
         assert compare(path, out).passed
+
+
+def test_overridable_weight_read_only_in_a_branch_stays_float_and_an_input(tmp_path, rng):
+    """An initializer that is also a graph input, used only inside an If branch: skipped, and still a graph input."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    branches = {f"{b}_branch": helper.make_graph([helper.make_node("MatMul", ["x", w], [f"{b}_y"], name=f"{b}_mm")],
+                                                 b, [], [vi(f"{b}_y", TensorProto.FLOAT, None)])
+                for b, w in (("then", "w"), ("else", "w2"))}
+    graph = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="If_0", **branches)], "g",
+                              [vi("x", TensorProto.FLOAT, ["B", 128]), vi("c", TensorProto.BOOL, []),
+                               vi("w", TensorProto.FLOAT, [128, 128])], [vi("y", TensorProto.FLOAT, ["B", 128])],
+                              initializer=[numpy_helper.from_array(sm.weight(rng, 128, 128), n) for n in ("w", "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    path, out = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    onnx.save(model, path)
+    report = quantize_model(str(path), str(out), QuantConfig())
+    assert [r.node for r in report.rewritten] == ["If_0/else_branch/else_mm"]
+    assert [(s.node, s.reason) for s in report.skipped] == [("If_0/then_branch/then_mm",
+                                                             "weight is an overridable graph input")]
+    q = onnx.load(out)
+    assert [i.name for i in q.graph.input] == ["x", "c", "w"]
+    assert "w" in {t.name for t in q.graph.initializer}
+    feeds = {"x": rng.standard_normal((2, 128)).astype(np.float32), "c": np.array(True),
+             "w": rng.standard_normal((128, 128)).astype(np.float32)}  # the caller's own weight is the one used
+    np.testing.assert_allclose(ort_run(plugin_to_qdq(q), feeds)[0], feeds["x"] @ feeds["w"], rtol=1e-4, atol=1e-4)

@@ -127,3 +127,87 @@ def ref_run(model, feeds):
     from graph_passes.op import reference_evaluator
 
     return reference_evaluator(model).run(None, feeds)
+
+
+# --------------------------------------------------------------------------------------------- activations, convs
+def _scalar(inits, name, value, dtype=np.float32):
+    inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
+    return name
+
+
+def activation(kind, x, y, inits, p="act"):
+    """Nodes computing ``y = kind(x)`` the way exporters write it (decomposed GELUs in several op orders)."""
+    mk = helper.make_node
+    c = lambda name, v: _scalar(inits, f"{p}_{name}", v)  # noqa: E731
+    if kind == "relu":
+        return [mk("Relu", [x], [y])]
+    if kind == "relu6":
+        return [mk("Clip", [x, c("lo", 0.0), c("hi", 6.0)], [y])]
+    if kind == "clip_min_only":
+        return [mk("Clip", [x, c("lo", -1.5)], [y])]
+    if kind == "silu":
+        return [mk("Sigmoid", [x], [f"{p}_s"]), mk("Mul", [x, f"{p}_s"], [y])]
+    if kind in ("gelu_op_erf", "gelu_op_tanh"):
+        return [mk("Gelu", [x], [y], approximate="tanh" if kind.endswith("tanh") else "none")]
+    if kind == "gelu_erf_div":  # x * 0.5 * (1 + erf(x / sqrt2)) as torch.onnx writes it
+        return [mk("Div", [x, c("sqrt2", 1.4142135381698608)], [f"{p}_d"]), mk("Erf", [f"{p}_d"], [f"{p}_e"]),
+                mk("Add", [f"{p}_e", c("one", 1.0)], [f"{p}_a"]), mk("Mul", [x, f"{p}_a"], [f"{p}_m"]),
+                mk("Mul", [f"{p}_m", c("half", 0.5)], [y])]
+    if kind == "gelu_erf_half_first":  # (0.5 * x) * (1 + erf(x * 0.7071))
+        return [mk("Mul", [x, c("half", 0.5)], [f"{p}_h"]), mk("Mul", [x, c("rs2", 0.7071067690849304)], [f"{p}_d"]),
+                mk("Erf", [f"{p}_d"], [f"{p}_e"]), mk("Add", [c("one", 1.0), f"{p}_e"], [f"{p}_a"]),
+                mk("Mul", [f"{p}_h", f"{p}_a"], [y])]
+    if kind == "gelu_tanh_pow":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        return [mk("Pow", [x, c("three", 3.0)], [f"{p}_p"]), mk("Mul", [f"{p}_p", c("k", 0.044715)], [f"{p}_q"]),
+                mk("Add", [x, f"{p}_q"], [f"{p}_r"]), mk("Mul", [f"{p}_r", c("s", 0.7978845834732056)], [f"{p}_t"]),
+                mk("Tanh", [f"{p}_t"], [f"{p}_u"]), mk("Add", [f"{p}_u", c("one", 1.0)], [f"{p}_v"]),
+                mk("Mul", [x, f"{p}_v"], [f"{p}_w"]), mk("Mul", [f"{p}_w", c("half", 0.5)], [y])]
+    if kind == "gelu_tanh_mul":  # x^3 as x * x * x, 0.5 applied first
+        return [mk("Mul", [x, x], [f"{p}_x2"]), mk("Mul", [f"{p}_x2", x], [f"{p}_x3"]),
+                mk("Mul", [x, c("half", 0.5)], [f"{p}_h"]), mk("Mul", [f"{p}_x3", c("k", 0.044715)], [f"{p}_q"]),
+                mk("Add", [x, f"{p}_q"], [f"{p}_r"]), mk("Mul", [c("s", 0.7978845834732056), f"{p}_r"], [f"{p}_t"]),
+                mk("Tanh", [f"{p}_t"], [f"{p}_u"]), mk("Add", [f"{p}_u", c("one", 1.0)], [f"{p}_v"]),
+                mk("Mul", [f"{p}_h", f"{p}_v"], [y])]
+    raise ValueError(kind)
+
+
+def linear_act(rng, kind, k=128, n=96, opset=21):
+    """X[B, S, K] -> MatMul + Add(b) -> activation ``kind`` -> Y (float32)."""
+    inits = [numpy_helper.from_array(weight(rng, k, n), "w"),
+             numpy_helper.from_array((rng.standard_normal(n) * 0.5).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h0"], name="fc"),
+             helper.make_node("Add", ["h0", "b"], ["h1"], name="fc_bias")] + activation(kind, "h1", "y", inits)
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", k])], [vi("y", TensorProto.FLOAT, ["B", "S", n])],
+                      inits, opset)
+
+
+def conv_weight(rng, oc, ic, kh, kw, dtype=np.float32):
+    return (rng.standard_normal((oc, ic, kh, kw)) * (1.0 / np.sqrt(ic * kh * kw))).astype(dtype)
+
+
+def conv(rng, ic=64, oc=32, kernel=(3, 3), hw=(9, 11), strides=(1, 1), pads=(1, 1, 1, 1), dilations=(1, 1),
+         bias=True, add=False, act=None, dtype=np.float32, group=1, auto_pad=None, opset=21, name="conv",
+         w=None):
+    """X[N, IC, H, W] -> Conv (+ Add of [1, OC, 1, 1]) (+ activation) -> Y; N dynamic, H and W static."""
+    et = FLOAT[np.dtype(dtype)]
+    w = conv_weight(rng, oc, ic // group, *kernel, dtype) if w is None else w
+    inits = [numpy_helper.from_array(w, "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array((rng.standard_normal(oc) * 0.3).astype(dtype), "b"))
+        ins.append("b")
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides), dilations=list(dilations), group=group)
+    attrs.update(dict(auto_pad=auto_pad) if auto_pad else dict(pads=list(pads)))
+    cur = "c0"
+    nodes = [helper.make_node("Conv", ins, [cur], name=name, **attrs)]
+    if add:
+        inits.append(numpy_helper.from_array((rng.standard_normal((1, oc, 1, 1)) * 0.3).astype(dtype), "b2"))
+        nodes.append(helper.make_node("Add", [cur, "b2"], ["c1"], name=f"{name}_add"))
+        cur = "c1"
+    if act:
+        nodes += activation(act, cur, "y", inits)
+    else:
+        nodes[-1].output[0] = "y"
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", et, ["N", ic, *hw])], [vi("y", et, ["N", oc, "OH", "OW"])], inits, opset)

@@ -29,10 +29,18 @@ struct Serves {
     uint32_t epilogues;
 };
 
-/* The integer weight-only linear kernels without a fused activation. */
+/* Every epilogue: each store path applies it through epilogue.cuh. */
+constexpr uint32_t kAllEpilogues = bit(TRT_WOQ_EPILOGUE_NONE) | bit(TRT_WOQ_EPILOGUE_RELU) |
+                                   bit(TRT_WOQ_EPILOGUE_CLIP) | bit(TRT_WOQ_EPILOGUE_SILU) |
+                                   bit(TRT_WOQ_EPILOGUE_GELU_ERF) | bit(TRT_WOQ_EPILOGUE_GELU_TANH);
+
+/* The integer weight-only linear kernels (GEMV, GEMM) with any fused activation. */
 constexpr Serves kIntWeightOnlyLinear = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WEIGHT_INT4),
-                                         bit(TRT_WOQ_ACT_MODE_WEIGHT_ONLY), bit(TRT_WOQ_OP_LINEAR),
-                                         bit(TRT_WOQ_EPILOGUE_NONE)};
+                                         bit(TRT_WOQ_ACT_MODE_WEIGHT_ONLY), bit(TRT_WOQ_OP_LINEAR), kAllEpilogues};
+
+/* The conv2d candidates (src/conv/): the same formats and epilogues. */
+constexpr Serves kIntWeightOnlyConv = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WEIGHT_INT4),
+                                       bit(TRT_WOQ_ACT_MODE_WEIGHT_ONLY), bit(TRT_WOQ_OP_CONV2D), kAllEpilogues};
 
 /* Bits per weight of the integer formats (what the INT kernels are templated on). */
 constexpr int int_bits(trt_woq_weight_format f) { return f == TRT_WOQ_WEIGHT_INT8 ? 8 : 4; }
@@ -57,6 +65,8 @@ extern const Candidate kGemvCandidates[];
 extern const int kGemvCandidateCount;
 extern const Candidate kGemmCandidates[];  // src/gemm/gemm_candidates.cu (M > 16)
 extern const int kGemmCandidateCount;
+extern const Candidate kConvCandidates[];  // src/conv/conv.cu (op CONV2D)
+extern const int kConvCandidateCount;
 
 /* Records a failed CUDA call for trt_woq_last_cuda_error() and returns TRT_WOQ_ERR_CUDA. */
 trt_woq_status record_cuda_error(cudaError_t err);

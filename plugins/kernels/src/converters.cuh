@@ -46,6 +46,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace trt_woq {
 
 /* The pair type of an activation type: half -> half2, __nv_bfloat16 -> __nv_bfloat162. */
@@ -88,6 +90,25 @@ __device__ __forceinline__ uint32_t as_u32(P p) {
 }
 
 }  // namespace detail
+
+// mma.sync.m16n8k16 with FP32 accumulators (d += A B) for T = half or __nv_bfloat16: the one instruction the GEMV
+// and the mma.sync GEMM feed with these converters' output.
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    if constexpr (std::is_same<T, half>::value)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
 
 /* Converts one layout-v1 word of `bits` (4 or 8) into 32 / bits / 2 pairs of T holding q = U - 2^(bits-1). */
 template <typename T, int bits>

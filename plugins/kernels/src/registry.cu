@@ -25,6 +25,7 @@ struct Family {
 const Family kFamilies[] = {
     {kGemvCandidates, &kGemvCandidateCount},
     {kGemmCandidates, &kGemmCandidateCount},
+    {kConvCandidates, &kConvCandidateCount},
 };
 
 thread_local char g_last_cuda_error[96] = "";

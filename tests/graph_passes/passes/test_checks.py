@@ -54,7 +54,8 @@ def test_tiny_weights_are_skipped_in_fp16_and_quantized_in_bf16(tmp_path, rng, f
     assert not report.skipped and all(r.weight_rel_error < 0.2 for r in report.rewritten)
 
 
-@pytest.mark.parametrize("act,outlier", [("fp16", 1e5), ("bf16", 3e38), ("bf16", 1e30)])
+@pytest.mark.parametrize("act,outlier", [("fp16", 1e5), ("fp16", 1e6), ("fp16", 3e38), ("bf16", 3e38),
+                                         ("bf16", 1e30)])
 def test_huge_weights_are_skipped(tmp_path, rng, act, outlier):
     model = _two_layer(rng, 1.0, tmp_path / "huge.onnx", outlier=outlier)
     report, _ = _quantize(tmp_path, model, act_dtype=act)

@@ -23,13 +23,16 @@ def _woq_nodes(model):
 def test_fp32_graph_gets_casts_and_runs(rng):
     model = models.mlp(rng)
     out, report = models.run_pass(model, bits=4, group_size=64, asymmetric=True)
-    assert _ops(out) == ["Cast", "WeightOnlyLinear", "Cast", "Relu", "Cast", "WeightOnlyLinear", "Cast"]
+    # The Relu after fc1 is fused into its epilogue (activation 1 = relu), across the Cast back to float32.
+    assert _ops(out) == ["Cast", "WeightOnlyLinear", "Cast", "Cast", "WeightOnlyLinear", "Cast"]
     assert [r.pattern for r in report.rewritten] == ["MatMul+Add", "MatMul"] and not report.skipped
+    assert [r.activation for r in report.rewritten] == ["relu", "none"]
     assert any(o.domain == op.DOMAIN and o.version == 1 for o in out.opset_import)
     n0 = _woq_nodes(out)[0]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n0.attribute}
     assert attrs["bits"] == 4 and attrs["group_size"] == 64 and attrs["in_features"] == 128
     assert attrs["out_features"] == 256 and attrs["has_zeros"] == 1 and attrs["has_bias"] == 1
+    assert attrs["activation"] == 1 and "clip_min" not in attrs
     assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b"" and n0.domain == "trt_woq"
     inits = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
     assert inits[n0.input[1]].dtype == np.int32 and inits[n0.input[1]].shape == (256 // 4, 128 // 2)

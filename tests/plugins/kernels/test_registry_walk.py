@@ -3,7 +3,8 @@
 * every candidate has a name and info whose masks are non-empty on every axis and name only known enum values;
 * every (weight format, activation mode, op, epilogue) combination a candidate claims is run on the device by the
   plugin conformance harness (tests/plugins/weight_only_linear/make_cases.py's synthetic matrix, each case with every
-  tactic), so a new registry entry cannot land without its device cases;
+  tactic) or by tests/device/conv_check.py (every epilogue on every candidate, conv2d), so a new registry entry
+  cannot land without its device cases;
 * the registry refuses every combination outside a candidate's masks with UNSUPPORTED_OPTION, so no candidate gets a
   new format, op or epilogue by accident;
 * the shipped library exports exactly the functions of kernels.h; the test library adds only test entries.
@@ -29,12 +30,15 @@ AXES = (K.WeightFormat, K.ActMode, K.Op, K.Epilogue)
 
 
 def harness_combinations() -> set[tuple[str, str, str, str]]:
+    """What the plugin harness's synthetic cases and tests/device/conv_check.py (epilogues, conv2d) run."""
     sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
+    sys.path.insert(0, str(ROOT / "tests" / "device"))
     try:
+        import conv_check
         import make_cases
     finally:
-        sys.path.pop(0)
-    return make_cases.synthetic_combinations()
+        del sys.path[:2]
+    return make_cases.synthetic_combinations() | conv_check.covered_combinations()
 
 
 def claimed(serves: K.Serves):
@@ -67,7 +71,8 @@ def test_every_claimed_combination_has_device_cases(built_library):
             if as_names(combo) not in covered:
                 missing.setdefault(as_names(combo), []).append(info.name)
     assert not missing, ("combinations claimed by candidates without a device case in "
-                         f"tests/plugins/weight_only_linear/make_cases.py SYNTHETIC_CONFIGS: {missing}")
+                         f"tests/plugins/weight_only_linear/make_cases.py SYNTHETIC_CONFIGS or "
+                         f"tests/device/conv_check.py: {missing}")
 
 
 def valid_params(fmt: K.WeightFormat, mode: K.ActMode, op: K.Op, epilogue: K.Epilogue) -> K.LinearParams:

@@ -42,6 +42,8 @@ def test_build_wired(capsys, monkeypatch, tiny_model, tmp_path):
         _fails(capsys, ["build", str(tiny_model), "-o", str(out), "--force"], expect)
     _fails(capsys, ["build", str(tiny_model), "-o", str(engine), "--force", "--timing-cache", str(tiny_model)],
            "is the input model")
+    for cache, expect in ((engine, "is also the engine"), (tmp_path, "is a folder")):  # refused before the build
+        _fails(capsys, ["build", str(tiny_model), "-o", str(engine), "--force", "--timing-cache", str(cache)], expect)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.engine", "tiny.onnx"]
     assert tiny_model.read_bytes() == model_bytes
 

@@ -354,7 +354,8 @@ trt_woq_status launch_reduce(const trt_woq_linear_params& p, int split, cudaStre
     const int blocks = static_cast<int>(std::min<int64_t>((pairs + threads - 1) / threads, 65535));
     gemm_splitk_reduce<T><<<blocks, threads, 0, stream>>>(static_cast<const float*>(p.workspace),
                                                           static_cast<const T*>(p.bias), static_cast<T*>(p.output),
-                                                          static_cast<int>(p.m), static_cast<int>(p.n), split);
+                                                          static_cast<int>(p.m), static_cast<int>(p.n), split,
+                                                          epilogue_of(p));
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? TRT_WOQ_OK : cuda_fail(e);
 }
@@ -374,33 +375,33 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
     if (sm == 90) {
-        // Hopper (H100 sweep, docs/kernels_gemm.md): the warp-specialized tile for the M range (64 x 128 in clusters
-        // of 2 for M <= 64, 128 x 256 for M <= 128, 256 x 128 beyond). Its tail split whenever there are whole
-        // waves too; alone (every tile split) only up to 4 slices: the last slice sums the others' partials
-        // serially, and with 8 slices the split-K + reduce kernels measured faster (14336 x 4096, M = 64 / 128:
-        // 26.2 / 36.8 us vs 29.8 / 46.1 us), with 3-4 slower (8192 x 10240, M = 64: 49.6 vs 35.7 us; 14336 x 4096,
-        // M = 256: 60.8 vs 54.8 us). Whole tiles when they fill at least half a wave; for the clustered 64-token
-        // tile only INT4 within one wave, where it measured 1-3 % faster than the 64 x 128 wgmma kernel (4096 x
-        // 28672: 45.0 vs 46.0 us); beyond a wave it was not faster (8192 x 57344: 178.4 vs 173.8 us) and INT8 (6
-        // stages) was not measured alone. Otherwise the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile
-        // with split-K. INT4 only (INT8 not measured): stream-K for the 256 x 128 tile within one wave 1/2 to 3/4
-        // full (8192 x 10240, M = 256, 80 tiles: 70.6 / 70.3 vs 79.1 / 85.3 us whole by candidate id; 81.4 vs
-        // 97.9 us through the public dispatch; not faster with 128 tiles, nor over the last wave of 224); for the
-        // clustered 64-token tile the other way round: over a last wave at least half full (8192 x 57344, M = 17 /
-        // 32 / 64, 224 units of 2 tiles on 132: 159.8 / 160.2 / 162.6 vs 172.7 / 173.4 / 177.6 us whole), not within
-        // one wave (4096 x 28672, 112 units: 50.8 vs 46.8 us at M = 64; 2026-11-22 session 4). The
-        // 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at M >= 1024 with K <= 4096, but
-        // through the public dispatch in one run slower (4096 x 4096, M = 1024: 53.8 vs 48.3 us; 4096 x 6144:
-        // 89.3 vs 85.7) or even (docs/performance.md, 2026-11-22 13:50).
+        // Hopper (H100 sweeps, docs/kernels_gemm.md). The warp-specialized tile by M: 64 x 128 in clusters of 2
+        // for M <= 64, 128 x 256 for M <= 128; beyond, 256 x 128, or 128 x 256 where 256-token tiles would compute
+        // more than 1.2x the padded tokens of 128-token ones (M = 257..384: 512 vs 384 tokens). A 128-token tile
+        // converts each weight for half as many tokens; the sweep over M = 129..1024 put that at about 1.2x the
+        // cost per token. Then the variant:
+        //  * the tail split whenever there are whole waves too; alone (every tile split) only up to 4 slices: the
+        //    last slice sums the others' partials serially, and with 8 slices split-K + reduce measured faster;
+        //  * stream-K (INT4; INT8 was not measured): for the 256 x 128 tile within one wave 1/2 to 3/4 full when
+        //    its padding is at most 1.2x M (with more padding, whole tiles measured faster: 4096 x 6144, M = 288,
+        //    0.67x cuBLAS against 0.44x); for the clustered 64-token tile over a last wave at least half full
+        //    after whole waves (not within one wave, where it was slower);
+        //  * whole tiles when they fill at least half a wave (the clustered 64-token tile: INT4 within one wave
+        //    only);
+        //  * else the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile with split-K.
+        // The 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at some M >= 1024 with
+        // K <= 4096, not through the public dispatch.
         const bool int4 = params->weight_format == TRT_WOQ_WEIGHT_INT4;
-        const int ws = m <= 64 ? 9 : (m <= 128 ? 8 : 7);
+        const int64_t pad256 = int64_t(ceil_div(m, 256)) * 256, pad128 = int64_t(ceil_div(m, 128)) * 128;
+        const int ws = m <= 64 ? 9 : (m <= 128 || 6 * pad128 < 5 * pad256 ? 8 : 7);
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
         const int64_t wave = ws_wave(kTiles[ws]);
         const int streamk = 2 * kNumTiles + ws - kFirstWsTile;
-        const bool streamk_fits = ws == 7 ? 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave
-                                          : ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
+        const bool streamk_fits =
+            ws == 7 ? 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave && 5 * pad256 <= 6 * m
+                    : ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
         if (int4 && streamk_fits && supports(streamk, params, sm) == TRT_WOQ_OK) return streamk;
         const bool whole_ok = ws != 9 || (int4 && tail.tiles <= wave);
         if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
@@ -447,6 +448,7 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
         for (args.group_shift = 0; (1 << args.group_shift) < p->group_size; ++args.group_shift) {
         }
     args.k_tiles_per_split = plan.k_tiles_per_split;
+    args.ep = epilogue_of(*p);
 
     trt_woq_status r;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;

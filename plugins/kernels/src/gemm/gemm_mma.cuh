@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "../converters.cuh"
+#include "../epilogue.cuh"
 
 namespace trt_woq {
 namespace gemm {
@@ -39,6 +40,7 @@ struct GemmArgs {
     int group;            // group size along K; K for per-channel
     int group_shift;      // log2(group); 31 for per-channel (every k in group 0)
     int k_tiles_per_split;
+    Epilogue ep;          // fused activation (epilogue.cuh), applied where Y is written
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -92,21 +94,14 @@ using trt_woq::detail::and_or;
 using trt_woq::detail::prmt;
 
 // ---------------------------------------------------------------------------------------------------------------
-// Per-type pieces: the mma instruction and the B-fragment conversions. `zq` holds the zero point in the form the
-// conversion needs (see each), `s2` the scale broadcast to both halves.
+// Per-type pieces: the B-fragment conversions. `zq` holds the zero point in the form the conversion needs (see each),
+// `s2` the scale broadcast to both halves.
 template <typename T>
 struct Ops;
 
 template <>
 struct Ops<half> {
     using T2 = half2;
-    __device__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
     __device__ static T2 bcast(half x) { return __half2half2(x); }
     // INT8: PRMT places bytes e0, e1 (or e2, e3) under the 0x64 exponent: 1024 + e. zq = 1024 + Z, exact in FP16.
     struct Int8Zero {
@@ -147,13 +142,6 @@ struct Ops<half> {
 template <>
 struct Ops<__nv_bfloat16> {
     using T2 = __nv_bfloat162;
-    __device__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
     __device__ static T2 bcast(__nv_bfloat16 x) { return __bfloat162bfloat162(x); }
     // INT8: each byte under the FP32 exponent of 2^23 (0x4B000000 | e = 8388608 + e); subtracting 8388608 + Z in
     // FP32 is exact, |e - Z| <= 255 is exact in BF16, and PRMT 0x7632 keeps the two high halves (truncation of an
@@ -217,10 +205,10 @@ template <int BM, int BN, int BITS>
 struct StageLayout {
     static constexpr int kI = BITS == 8 ? 2 : 4;          // channels per packed line (layout interleave)
     static constexpr int kLines = BN / kI;                // packed lines per K tile
-    static constexpr int kABytes = BM * kBK * 2;          // BM rows x 128 bytes
+    static constexpr int kXBytes = BM * kBK * 2;          // BM activation rows x 128 bytes
     static constexpr int kBBytes = kLines * 128;          // one 128-byte line per packed row
     static constexpr int kSBytes = 2 * BN * 2;            // up to two group rows of BN values (group 32 < 64)
-    static constexpr int kBytes = kABytes + kBBytes + 2 * kSBytes;  // + zeros
+    static constexpr int kBytes = kXBytes + kBBytes + 2 * kSBytes;  // + zeros
 };
 
 // Chunk swizzles (16-byte chunk index within a 128-byte row / line). A: chunk ^ row%8, the usual ldmatrix swizzle.
@@ -230,6 +218,87 @@ __device__ __forceinline__ int swz_a(int row, int chunk) { return chunk ^ (row &
 template <int BITS>
 __device__ __forceinline__ int swz_b(int line, int chunk) {
     return BITS == 8 ? (chunk ^ (line & 3)) : (chunk ^ (line & 1));
+}
+
+
+// This CTA's output tile (band-rasterized, BM tokens x BN channels from m0 / n0) and the K tiles of its split
+// (blockIdx.z).
+struct CtaTile {
+    int m0, n0, kt_begin, kt_end;
+};
+template <int BM, int BN>
+__device__ __forceinline__ CtaTile cta_tile(const GemmArgs& args) {
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    CtaTile t;
+    t.m0 = m_tile * BM;
+    t.n0 = n_tile * BN;
+    const int k_tiles = args.k / kBK;
+    t.kt_begin = blockIdx.z * args.k_tiles_per_split;
+    t.kt_end = min(k_tiles, t.kt_begin + args.k_tiles_per_split);
+    return t;
+}
+
+// Stage s of a cp.async pipeline laid out as L (StageLayout, WgStage): activation tile, packed lines, scale rows,
+// zero rows, L::kBytes per stage.
+template <typename T, typename L>
+struct Stages {
+    unsigned char* base;
+    __device__ __forceinline__ unsigned char* at(int st, int off) const { return base + st * L::kBytes + off; }
+    __device__ __forceinline__ T* x(int st) const { return reinterpret_cast<T*>(at(st, 0)); }
+    __device__ __forceinline__ uint32_t* b(int st) const { return reinterpret_cast<uint32_t*>(at(st, L::kXBytes)); }
+    __device__ __forceinline__ T* s(int st) const { return reinterpret_cast<T*>(at(st, L::kXBytes + L::kBBytes)); }
+    __device__ __forceinline__ T* z(int st) const {
+        return reinterpret_cast<T*>(at(st, L::kXBytes + L::kBBytes + L::kSBytes));
+    }
+};
+
+// One thread's cp.async copies of a K tile, the same for every K tile and so set up once, outside the K loop:
+// ROWS activation rows (128 bytes, chunks swizzled by row) and LINES packed lines (128 bytes, chunks swizzled by
+// line) split over THREADS threads: source pointers, swizzled shared-memory offsets and validity bits (M and N tails
+// are zero-filled). ALL_LINES: LINES * 8 is a multiple of THREADS; else b_dst = -1 where a thread has no line in
+// that iteration. Separate arrays rather than one struct: as members of one object ptxas scheduled the kernels
+// differently (10-20 % slower wgmma kernels on H100).
+template <bool ALL_LINES, int LINES, int THREADS, int BITS, typename T, int NX, int NB>
+__device__ __forceinline__ void tile_copies(const GemmArgs& args, int tid, int m0, int n0, const T* (&x_src)[NX],
+                                            int (&x_dst)[NX], uint32_t& x_ok, const int32_t* (&b_src)[NB],
+                                            int (&b_dst)[NB], uint32_t& b_ok) {
+    constexpr int kI = BITS == 8 ? 2 : 4;
+    const T* __restrict__ A = static_cast<const T*>(args.a);
+    const int lines_total = args.n / kI;
+    const int words_per_line = args.k / 2;
+#pragma unroll
+    for (int it = 0; it < NX; ++it) {
+        const int i = tid + it * THREADS, row = i >> 3, ch = i & 7;
+        const bool ok = m0 + row < args.m;
+        x_ok |= uint32_t(ok) << it;
+        x_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
+        x_dst[it] = row * kBK + swz_a(row, ch) * 8;
+    }
+#pragma unroll
+    for (int it = 0; it < NB; ++it) {
+        const int i = tid + it * THREADS, line = i >> 3, ch = i & 7;
+        const int gl = n0 / kI + line;
+        const bool in = ALL_LINES || i < LINES * 8;
+        const bool ok = in && gl < lines_total;
+        b_ok |= uint32_t(ok) << it;
+        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
+        b_dst[it] = in ? line * 32 + swz_b<BITS>(line, ch) * 4 : -1;
+    }
+}
+// Issues K tile kt's copies (tile_copies) into stage s.
+template <bool ALL_LINES, typename T, typename L, int NX, int NB>
+__device__ __forceinline__ void issue_copies(const Stages<T, L>& stg, int s, int kt, const T* const (&x_src)[NX],
+                                             const int (&x_dst)[NX], uint32_t x_ok, const int32_t* const (&b_src)[NB],
+                                             const int (&b_dst)[NB], uint32_t b_ok) {
+    const int k0 = kt * kBK;
+    T* sx = stg.x(s);
+#pragma unroll
+    for (int it = 0; it < NX; ++it) cp_async16(sx + x_dst[it], x_src[it] + k0, (x_ok >> it) & 1);
+    uint32_t* sb = stg.b(s);
+#pragma unroll
+    for (int it = 0; it < NB; ++it)
+        if (ALL_LINES || b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
 }
 
 template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
@@ -246,64 +315,23 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp / WN, warp_n = warp % WN;
-    int m_tile, n_tile;
-    tile_coords(m_tile, n_tile);
-    const int m0 = m_tile * BM, n0 = n_tile * BN;
-    const int k_tiles = args.k / kBK;
-    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
-    const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);
+    const CtaTile ct = cta_tile<BM, BN>(args);
+    const int m0 = ct.m0, n0 = ct.n0, kt_begin = ct.kt_begin, kt_end = ct.kt_end;
     const bool has_zeros = args.zeros != nullptr;
-
-    const T* __restrict__ A = static_cast<const T*>(args.a);
     const T* __restrict__ S = static_cast<const T*>(args.scales);
     const T* __restrict__ Z = static_cast<const T*>(args.zeros);
-    const int lines_total = args.n / kI;
-    const int words_per_line = args.k / 2;
-
-    auto stage_a = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes); };
-    auto stage_b = [&](int s) { return reinterpret_cast<uint32_t*>(smem + s * L::kBytes + L::kABytes); };
-    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes + L::kABytes + L::kBBytes); };
-    auto stage_z = [&](int s) {
-        return reinterpret_cast<T*>(smem + s * L::kBytes + L::kABytes + L::kBBytes + L::kSBytes);
-    };
-
-    // Per-thread copy assignments are the same for every K tile: hoist the row / line pointers, the validity
-    // (M and N tails are zero-filled) and the swizzled shared-memory offsets out of the K loop.
-    static_assert((BM * 8) % kThreads == 0 && (L::kLines * 8) % kThreads == 0, "copy split must be exact");
-    constexpr int kAIters = BM * 8 / kThreads, kBIters = L::kLines * 8 / kThreads;
-    const T* a_src[kAIters];
-    int a_dst[kAIters];
-    uint32_t a_ok = 0;
-#pragma unroll
-    for (int it = 0; it < kAIters; ++it) {
-        const int i = tid + it * kThreads, row = i >> 3, ch = i & 7;
-        const bool ok = m0 + row < args.m;
-        a_ok |= uint32_t(ok) << it;
-        a_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
-        a_dst[it] = row * kBK + swz_a(row, ch) * 8;
-    }
+    const Stages<T, L> stg{smem};
+    constexpr int kXIters = BM * 8 / kThreads, kBIters = L::kLines * 8 / kThreads;
+    static_assert(BM * 8 % kThreads == 0 && L::kLines * 8 % kThreads == 0, "copy split must be exact");
+    const T* x_src[kXIters];
     const int32_t* b_src[kBIters];
-    int b_dst[kBIters];
-    uint32_t b_ok = 0;
-#pragma unroll
-    for (int it = 0; it < kBIters; ++it) {
-        const int i = tid + it * kThreads, line = i >> 3, ch = i & 7;
-        const int gl = n0 / kI + line;
-        const bool ok = gl < lines_total;
-        b_ok |= uint32_t(ok) << it;
-        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
-        b_dst[it] = line * 32 + swz_b<BITS>(line, ch) * 4;
-    }
-
+    int x_dst[kXIters], b_dst[kBIters];
+    uint32_t x_ok = 0, b_ok = 0;
+    tile_copies<true, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
     auto load_stage = [&](int s, int kt) {
-        const int k0 = kt * kBK;
-        T* sa = stage_a(s);
-#pragma unroll
-        for (int it = 0; it < kAIters; ++it) cp_async16(sa + a_dst[it], a_src[it] + k0, (a_ok >> it) & 1);
-        uint32_t* sb = stage_b(s);
-#pragma unroll
-        for (int it = 0; it < kBIters; ++it) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
-        for (int i = tid; i < BN; i += kThreads) copy_group_rows<BN>(stage_s(s), stage_z(s), S, Z, i, k0, n0, args);
+        issue_copies<true>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+        for (int i = tid; i < BN; i += kThreads)
+            copy_group_rows<BN>(stg.s(s), stg.z(s), S, Z, i, kt * kBK, n0, args);
     };
 
     float acc[kMT][kNT][4];
@@ -363,8 +391,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
             dst[j] = sb[b_line[j] * 32 + swz_b<BITS>(b_line[j], b_off[j] + blk) * 4 + (lane & 3)];
     };
     auto load_scales = [&](int s, int kt) {
-        const T* ss = stage_s(s);
-        const T* sz = stage_z(s);
+        const T* ss = stg.s(s);
+        const T* sz = stg.z(s);
 #pragma unroll
         for (int j = 0; j < kNT; ++j) {
             const int nl = warp_n * kWarpN + j * 8 + (lane >> 2);
@@ -404,14 +432,14 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
     if (kt_begin < kt_end) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();
-        load_a(stage_a(0), 0, afrag[0]);
-        load_b(stage_b(0), 0, braw[0]);
+        load_a(stg.x(0), 0, afrag[0]);
+        load_b(stg.b(0), 0, braw[0]);
         load_scales(0, kt_begin);
     }
     for (int kt = kt_begin; kt < kt_end; ++kt) {
         const int s = (kt - kt_begin) % STAGES;
-        const T* sa = stage_a(s);
-        const uint32_t* sb = stage_b(s);
+        const T* sa = stg.x(s);
+        const uint32_t* sb = stg.b(s);
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
             if (ks % kSPW == 0) convert(ks / kSPW, braw[(ks / kSPW) & 1]);
@@ -428,8 +456,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
                 cp_async_commit();
                 if (kt + 1 < kt_end) {
                     const int s1 = (kt + 1 - kt_begin) % STAGES;
-                    load_a(stage_a(s1), 0, afrag[0]);
-                    load_b(stage_b(s1), 0, braw[0]);
+                    load_a(stg.x(s1), 0, afrag[0]);
+                    load_b(stg.b(s1), 0, braw[0]);
                 }
             }
             const int st = ks % kSPW;
@@ -437,7 +465,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
             for (int i = 0; i < kMT; ++i)
 #pragma unroll
                 for (int j = 0; j < kNT; ++j)
-                    O::mma(acc[i][j], afrag[ks & 1][i], bfrag[j][2 * st], bfrag[j][2 * st + 1]);
+                    mma_m16n8k16<T>(acc[i][j], afrag[ks & 1][i][0], afrag[ks & 1][i][1], afrag[ks & 1][i][2],
+                                    afrag[ks & 1][i][3], bfrag[j][2 * st], bfrag[j][2 * st + 1]);
         }
         // The next tile's scales: read after this tile's last conversion (above), before its first.
         if (kt + 1 < kt_end) load_scales((kt + 1 - kt_begin) % STAGES, kt + 1);
@@ -464,8 +493,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
                 const float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
                 if (args.partials == nullptr) {
                     T2 out;
-                    out.x = T(v0);
-                    out.y = T(v1);
+                    out.x = T(apply_epilogue(v0, args.ep));
+                    out.y = T(apply_epilogue(v1, args.ep));
                     *reinterpret_cast<T2*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = out;
                 } else {
                     float* p = args.partials + ((size_t)blockIdx.z * args.m + m) * args.n + n;
@@ -479,7 +508,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
 // Sums the split partials in split order (deterministic), adds the bias, converts. One thread per output pair.
 template <typename T>
 __global__ void gemm_splitk_reduce(const float* __restrict__ partials, const T* __restrict__ bias, T* __restrict__ c,
-                                   int m, int n, int split) {
+                                   int m, int n, int split, Epilogue ep) {
     using T2 = typename Ops<T>::T2;
     const size_t pairs = (size_t)m * n / 2;
     const size_t plane = (size_t)m * n;
@@ -496,8 +525,8 @@ __global__ void gemm_splitk_reduce(const float* __restrict__ partials, const T* 
             sum.y += float(bias[col + 1]);
         }
         T2 out;
-        out.x = T(sum.x);
-        out.y = T(sum.y);
+        out.x = T(apply_epilogue(sum.x, ep));
+        out.y = T(apply_epilogue(sum.y, ep));
         reinterpret_cast<T2*>(c)[p] = out;
     }
 }

@@ -150,62 +150,22 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, wq = warp & 3;  // warpgroup (64 channels each), warp within it (16 channels)
-    int m_tile, n_tile;
-    tile_coords(m_tile, n_tile);
-    const int m0 = m_tile * TOK, n0 = n_tile * kBN;
-    const int k_tiles = args.k / kBK;
-    const int kt_begin = blockIdx.z * args.k_tiles_per_split;
-    const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);
+    const CtaTile ct = cta_tile<TOK, kBN>(args);
+    const int m0 = ct.m0, n0 = ct.n0, kt_begin = ct.kt_begin, kt_end = ct.kt_end;
     const bool has_zeros = args.zeros != nullptr;
-    const T* __restrict__ A = static_cast<const T*>(args.a);
     const T* __restrict__ S = static_cast<const T*>(args.scales);
     const T* __restrict__ Z = static_cast<const T*>(args.zeros);
-    const int lines_total = args.n / kI;
-    const int words_per_line = args.k / 2;
-
-    auto stage_x = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes); };
-    auto stage_b = [&](int s) { return reinterpret_cast<uint32_t*>(smem + s * L::kBytes + L::kXBytes); };
-    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L::kBytes + L::kXBytes + L::kBBytes); };
-    auto stage_z = [&](int s) {
-        return reinterpret_cast<T*>(smem + s * L::kBytes + L::kXBytes + L::kBBytes + L::kSBytes);
-    };
-
-    // Copy assignments, hoisted out of the K loop (see gemm_mma.cuh).
+    const Stages<T, L> stg{smem};
     constexpr int kXIters = TOK * 8 / kThreads, kBIters = (L::kLines * 8 + kThreads - 1) / kThreads;
     static_assert(TOK * 8 % kThreads == 0, "copy split must be exact");
     const T* x_src[kXIters];
-    int x_dst[kXIters];
-    uint32_t x_ok = 0;
-#pragma unroll
-    for (int it = 0; it < kXIters; ++it) {
-        const int i = tid + it * kThreads, row = i >> 3, ch = i & 7;
-        const bool ok = m0 + row < args.m;
-        x_ok |= uint32_t(ok) << it;
-        x_src[it] = A + (size_t)(ok ? m0 + row : 0) * args.k + ch * 8;
-        x_dst[it] = row * kBK + swz_a(row, ch) * 8;
-    }
     const int32_t* b_src[kBIters];
-    int b_dst[kBIters];
-    uint32_t b_ok = 0;
-#pragma unroll
-    for (int it = 0; it < kBIters; ++it) {
-        const int i = tid + it * kThreads, line = i >> 3, ch = i & 7;
-        const int gl = n0 / kI + line;
-        const bool ok = i < L::kLines * 8 && gl < lines_total;
-        b_ok |= uint32_t(ok) << it;
-        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
-        b_dst[it] = (i < L::kLines * 8) ? line * 32 + swz_b<BITS>(line, ch) * 4 : -1;
-    }
+    int x_dst[kXIters], b_dst[kBIters];
+    uint32_t x_ok = 0, b_ok = 0;
+    tile_copies<false, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
     auto load_stage = [&](int s, int kt) {
-        const int k0 = kt * kBK;
-        T* sx = stage_x(s);
-#pragma unroll
-        for (int it = 0; it < kXIters; ++it) cp_async16(sx + x_dst[it], x_src[it] + k0, (x_ok >> it) & 1);
-        uint32_t* sb = stage_b(s);
-#pragma unroll
-        for (int it = 0; it < kBIters; ++it)
-            if (b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
-        if (tid < kBN) copy_group_rows<kBN>(stage_s(s), stage_z(s), S, Z, tid, k0, n0, args);
+        issue_copies<false>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+        if (tid < kBN) copy_group_rows<kBN>(stg.s(s), stg.z(s), S, Z, tid, kt * kBK, n0, args);
     };
 
     // This thread's two channels (rows g and g + 8 of its warp's 16) and their words' places in a packed tile.
@@ -222,9 +182,9 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
 
     // Converts tile `kt` (in buffer s) into the A fragments of its 4 k16 steps.
     auto convert_tile = [&](int s, int kt, uint32_t (&af)[kSteps][4]) {
-        const uint32_t* sb = stage_b(s);
-        const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
-        const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
+        const uint32_t* sb = stg.b(s);
+        const uint16_t* ss = reinterpret_cast<const uint16_t*>(stg.s(s));
+        const uint16_t* sz = reinterpret_cast<const uint16_t*>(stg.z(s));
         const int k0 = kt * kBK, g0 = k0 >> args.group_shift;
 #pragma unroll
         for (int blk = 0; blk < kSteps / kSPW; ++blk) {
@@ -241,7 +201,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
         }
     };
     auto issue_tile = [&](int s, float (&acc)[TOK / 2], const uint32_t (&af)[kSteps][4]) {
-        const uint64_t desc = swizzle128_desc(smem_addr(stage_x(s)));
+        const uint64_t desc = swizzle128_desc(smem_addr(stg.x(s)));
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < kSteps; ++st) wgmma_tok<TOK, T>(acc, af[st], desc + uint64_t(2 * st));
@@ -294,7 +254,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
                 if (m >= args.m) continue;
                 const float v = acc[4 * j + 2 * h + e] + bv;
                 if (args.partials == nullptr)
-                    static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(v);
+                    static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(apply_epilogue(v, args.ep));
                 else
                     args.partials[((size_t)blockIdx.z * args.m + m) * args.n + n] = v;
             }

@@ -11,9 +11,7 @@
 //     channels, INT8: 4 lines x 2). Rows beyond M and lines beyond N / I are zero-filled by TMA. The lanes of the
 //     same warp copy the scale / zero rows with 4-byte cp.async (their rows need only 4-byte alignment); the
 //     hardware arrives for each lane on the same "full" mbarrier once its copies are complete
-//     (cp.async.mbarrier.arrive), so the warp never waits for them. (It used to wait for the previous tile's copies
-//     before issuing the next tile; the change measured neutral, docs/performance.md.) Layout v1 in global memory
-//     is unchanged.
+//     (cp.async.mbarrier.arrive), so the warp never waits for them. Layout v1 in global memory is unchanged.
 //   * consumer warpgroup c owns CH / 2 channels (one or two m64 row blocks): it converts tile i + 1 into the second
 //     fragment buffer while the wgmma group of tile i runs, and releases a stage to the producer ("empty" mbarrier,
 //     one arrival per consumer thread) once the wgmma group that read it has completed. setmaxnreg moves registers
@@ -240,6 +238,8 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
             x[4 * q + 2] = f.z + bias[4 * q + 2];
             x[4 * q + 3] = f.w + bias[4 * q + 3];
         }
+#pragma unroll
+        for (int v = 0; v < V; ++v) x[v] = apply_epilogue(x[v], args.ep);
         OutT* dst = out + (size_t)(m0 + r) * args.n + n;
         using T2 = typename Ops<OutT>::T2;
         uint32_t words[V / 2];

@@ -26,7 +26,7 @@
  * INT8) multiply a chunk's FP32 mma result (one group per chunk: the products are exact, one rounding per chunk);
  * smaller groups multiply the converted weights (HMUL2) before the mma. Zeros: q - (z - 2^(bits-1)), exact.
  *
- * Weights are the mma's A operand (v5 for M <= 8, v8 for every M): mma_pair2's k order feeds B straight from the
+ * Weights are the mma's A operand at every M: mma_pair2's k order feeds B straight from the
  * 16-byte activation loads, and INT4 without fine groups skips the conversion's subtractions (convert_word_biased4):
  * each chunk's FP32 sums are corrected with the activation row sums that mma_corr computes once per chunk for all
  * tiles (zero points too). MT = 16 adds a second B tile (rows 8..15) to each converted A fragment. The copies use
@@ -44,6 +44,7 @@
 
 #include "candidates.h"
 #include "converters.cuh"
+#include "epilogue.cuh"
 #include "gemv/gemv.h"
 
 namespace trt_woq {
@@ -63,6 +64,7 @@ struct Args {
     int group_shift;         // log2(group size); unused for per-channel
     int chunks_per_split;
     int k_parts;             // contiguous parts of the CTA's K range walked at once (divides the warps)
+    Epilogue ep;             // fused activation (epilogue.cuh)
 };
 
 /* How scales apply (a template parameter: no per-element branches in the loop). */
@@ -116,48 +118,14 @@ __device__ __forceinline__ uint32_t comp(const uint4& v, int i) {
 }
 
 template <typename T>
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1);
-
-template <>
-__device__ __forceinline__ void mma<half>(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <>
-__device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                   uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v);
-template <>
-__device__ __forceinline__ float to_float<half>(half v) {
-    return __half2float(v);
-}
-template <>
-__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
-    return __bfloat162float(v);
+__device__ __forceinline__ float to_float(T v) {
+    if constexpr (std::is_same<T, half>::value) return __half2float(v);
+    else return __bfloat162float(v);
 }
 template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ half from_float<half>(float v) {
-    return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
+__device__ __forceinline__ T from_float(float v) {
+    if constexpr (std::is_same<T, half>::value) return __float2half_rn(v);
+    else return __float2bfloat16_rn(v);
 }
 
 /* Element `hi` (0 or 1) of a 32-bit pair of T. */
@@ -188,7 +156,7 @@ __device__ __forceinline__ uint32_t act_offset(int r, int q, int v) {
  *         high nibbles (w & 0x00F000F0) | 0x5400 = 64 + U  (16 U in the mantissa, ulp 1/16 on [64, 128)), offset 72.
  *   BF16: (w >> 4i & 0x000F000F) | 0x4300 = 128 + U, offset 136 (the high nibbles cannot use a wider base: bit 7 of a
  *         BF16 is the exponent's), so its four shifts stay.
- * 5 instructions per FP16 word (was 9) and 7 per BF16 word (was 11). Pair i of the output sits in the same mma k
+ * 5 instructions per FP16 word (9 with the full conversion) and 7 per BF16 word (11). Pair i of the output sits in the same mma k
  * slots as convert_word's pair i: pairs 0, 2 are a0/a1 (low offset), pairs 1, 3 are a2/a3 (high offset). */
 template <typename T>
 __device__ __forceinline__ void convert_word_biased4(uint32_t word, typename Pair<T>::type* out);
@@ -238,7 +206,7 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const uint32_t off = i % 2 == 0 ? kLo : kHi;
-            mma<T>(c2[wp], off, kOne, off, kOne, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
+            mma_m16n8k16<T>(c2[wp], off, kOne, off, kOne, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
         }
     }
 #pragma unroll
@@ -251,8 +219,8 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
  * slots. C of column tile b: c0/c1 = (tile j, rows 8b + 2q, 8b + 2q + 1), c2/c3 = tile j + 1. */
 /* One tile pair's mma steps for one chunk, k order "paired": one mma takes pair i of two adjacent words 2wp, 2wp + 1
  * of each tile. Pair i of word w is block pair w + 4i (step 2 of the layout), so the mma's B registers are components
- * 2wp, 2wp + 1 of activation vector i: two consecutive registers of one 16-byte shared load (v4 paired words w and
- * w + 4 in one mma, which cost two register moves per mma). INT4 without fine groups also folds the conversion
+ * 2wp, 2wp + 1 of activation vector i: two consecutive registers of one 16-byte shared load, so no register moves
+ * are needed to build B. INT4 without fine groups also folds the conversion
  * (convert_word_biased4; the caller corrects with mma_corr). Word pair wp of column tile b accumulates into d[b][wp]:
  * independent chains of kPairs mma. With NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa,
  * rows 8..15 from xb), so the conversion, the costly part, is paid once for 16 rows. */
@@ -284,8 +252,8 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
         for (int i = 0; i < kPairs; ++i) {
             const uint32_t a0 = detail::as_u32(p[0][i]), a1 = detail::as_u32(p[1][i]);
             const uint32_t a2 = detail::as_u32(p[2][i]), a3 = detail::as_u32(p[3][i]);
-            mma<T>(d[0][wp], a0, a1, a2, a3, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
-            if constexpr (NB == 2) mma<T>(d[1][wp], a0, a1, a2, a3, comp(xb[i], 2 * wp), comp(xb[i], 2 * wp + 1));
+            mma_m16n8k16<T>(d[0][wp], a0, a1, a2, a3, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
+            if constexpr (NB == 2) mma_m16n8k16<T>(d[1][wp], a0, a1, a2, a3, comp(xb[i], 2 * wp), comp(xb[i], 2 * wp + 1));
         }
     }
 }
@@ -612,7 +580,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         float sum = fin[o];
         if (!GROUPED) sum *= chan_scale[8 * j + col];
         if (a.bias != nullptr) sum += chan_bias[8 * j + col];
-        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(sum);
+        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(apply_epilogue(sum, a.ep));
     }
 }
 
@@ -630,6 +598,7 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
     a.m = static_cast<int>(p->m);
     a.n = static_cast<int>(p->n);
     a.k = static_cast<int>(p->k);
+    a.ep = epilogue_of(*p);
     a.group_shift = 0;
     while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
     auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES>;

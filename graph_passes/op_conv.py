@@ -1,0 +1,116 @@
+"""The ``WeightOnlyConv`` op contract as code (docs/op.md, "WeightOnlyConv", is its prose) and its numpy reference.
+
+Node: op_type ``WeightOnlyConv``, domain ``trt_woq``; inputs as WeightOnlyLinear (``X``, ``packed_weight``, ``scales``,
+then ``zeros`` / ``bias`` when flagged), attributes those of WeightOnlyLinear (``in_features`` = K =
+in_channels * kernel_h * kernel_w, ``out_features`` = N = output channels, ``activation`` ...) plus the geometry:
+``in_channels`` (INT), ``kernel_shape`` [kh, kw], ``strides`` [sh, sw], ``pads`` [top, left, bottom, right] (ONNX
+order, explicit: ``auto_pad`` is resolved by the pass), ``dilations`` [dh, dw] (INTS). Group 1 only.
+
+``X`` is NCHW [B, C, H, W]; ``Y`` is NCHW [B, N, OH, OW] with ``OH = (H + top + bottom - dh (kh - 1) - 1) // sh + 1``.
+The packed weight is the implicit-GEMM matrix ``W[K, N]`` in the linear layout; row ``k`` of it is
+``k = (c * kh + i) * kw + j`` for input channel ``c`` and kernel tap ``(i, j)``: the ONNX weight
+``[N, C, kh, kw]`` reshaped to ``[N, K]`` and transposed, so ``Y[b, n, y, x] = epilogue(sum_k patch[b, y, x, k] *
+W[k, n] + bias[n])`` with ``patch[b, y, x, (c, i, j)] = X[b, c, y sh - top + i dh, x sw - left + j dw]`` (0 outside).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from graph_passes import op
+from graph_passes.errors import QuantizationError
+
+OP_TYPE = "WeightOnlyConv"
+INTS_ATTRIBUTES = {"kernel_shape": 2, "strides": 2, "pads": 4, "dilations": 2}  # name -> length
+
+
+@dataclass(frozen=True)
+class ConvAttributes(op.WoqAttributes):
+    """The attributes of a WeightOnlyConv node: those of WeightOnlyLinear plus the 2-D geometry."""
+
+    op_type: ClassVar[str] = OP_TYPE
+    in_channels: int = 0
+    kernel_shape: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+
+    def validate(self, where: str = OP_TYPE) -> "ConvAttributes":
+        super().validate(where)
+        for name, length in INTS_ATTRIBUTES.items():
+            v = tuple(getattr(self, name))
+            if len(v) != length or any(int(d) != d for d in v):
+                raise QuantizationError(f"{where}: {name} must be {length} integers, got {list(v)}")
+        kh, kw = self.kernel_shape
+        if min(self.kernel_shape + self.strides + self.dilations) < 1 or min(self.pads) < 0:
+            raise QuantizationError(f"{where}: kernel_shape / strides / dilations must be >= 1 and pads >= 0, got "
+                                    f"{list(self.kernel_shape)} / {list(self.strides)} / {list(self.dilations)} / "
+                                    f"{list(self.pads)}")
+        if self.in_channels < 1 or self.in_channels * kh * kw != self.in_features:
+            raise QuantizationError(f"{where}: in_features {self.in_features} must equal in_channels "
+                                    f"{self.in_channels} x kernel {kh} x {kw}")
+        return self
+
+    def output_hw(self, h: int, w: int) -> tuple[int, int]:
+        """(OH, OW) for an input of H x W; QuantizationError when the kernel does not fit."""
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel_shape, self.strides, self.dilations
+        top, left, bottom, right = self.pads
+        oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+        if oh < 1 or ow < 1:
+            raise QuantizationError(f"{OP_TYPE}: input {h} x {w} is smaller than the dilated kernel")
+        return oh, ow
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        return {**d, **{name: [int(v) for v in d[name]] for name in INTS_ATTRIBUTES}}
+
+    @classmethod
+    def from_dict(cls, attrs: dict) -> "ConvAttributes":
+        missing = [a for a in ("in_channels", *INTS_ATTRIBUTES) if attrs.get(a) is None]
+        if missing:
+            raise QuantizationError(f"{OP_TYPE}: missing attribute(s) {', '.join(missing)}")
+        geometry = {name: tuple(int(v) for v in attrs[name]) for name in INTS_ATTRIBUTES}
+        return cls(**cls._read(attrs), in_channels=int(attrs["in_channels"]), **geometry)
+
+
+def im2col(x64: np.ndarray, attrs: ConvAttributes) -> np.ndarray:
+    """Patches of NCHW ``x64`` as rows ``[B, OH, OW, K]`` in the K order of the module docstring (zeros outside)."""
+    b, c, h, w = x64.shape
+    oh, ow = attrs.output_hw(h, w)
+    (kh, kw), (sh, sw), (dh, dw) = attrs.kernel_shape, attrs.strides, attrs.dilations
+    top, left, bottom, right = attrs.pads
+    xp = np.pad(x64, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    taps = [xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)]
+    cols = np.stack(taps, axis=2).reshape(b, c, kh, kw, oh, ow)
+    return cols.transpose(0, 4, 5, 1, 2, 3).reshape(b, oh, ow, c * kh * kw)
+
+
+def evaluate(x, packed, scales, zeros, bias, attrs: ConvAttributes) -> np.ndarray:
+    """Reference NCHW ``Y = epilogue(conv(X, W) + bias)`` from the packed tensors: float64 math, X's dtype."""
+    attrs.validate()
+    x = np.asarray(x)
+    act = op.check_operands(x, scales, zeros, bias, attrs)
+    if x.ndim != 4 or x.shape[1] != attrs.in_channels:
+        raise QuantizationError(f"{OP_TYPE}: X of shape {x.shape} is not NCHW with C = in_channels "
+                                f"{attrs.in_channels}")
+    y = op.product(im2col(x.astype(np.float64), attrs), packed, scales, zeros, bias, attrs, act)
+    return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+
+_OP_RUN = None
+
+
+def reference_op():
+    """The ``onnx.reference`` OpRun class of WeightOnlyConv (onnx imported lazily)."""
+    global _OP_RUN
+    if _OP_RUN is None:
+        _OP_RUN = op.make_op_run(ConvAttributes, evaluate)
+    return _OP_RUN
+
+
+__all__ = ["OP_TYPE", "ConvAttributes", "evaluate", "im2col", "reference_op"]

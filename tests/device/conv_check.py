@@ -1,0 +1,198 @@
+"""Device test of issue 18: the fused epilogues on every linear candidate and the conv2d candidate against float64.
+
+Run on a GPU machine from the repository root after building the kernels (tests/device/run_conv.sh does both):
+
+    TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
+        python3 tests/device/conv_check.py [--seed S]
+
+1. Epilogues: every epilogue (none, relu, clip, silu, gelu_erf, gelu_tanh) x INT4 g128 / INT8 per channel x FP16 /
+   BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
+   that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
+   graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
+2. Conv2d: 1x1 / 3x3 / 7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 3, plus
+   three real layer shapes; every epilogue in turn, INT8 / INT4 (g64 or g128), FP16 and BF16. Reference: torch
+   float64 conv2d of the dequantized weight (F.pad for the asymmetric pads), independent of the kernels' im2col.
+Weights quantized and packed by graph_passes (quantize_rtn, interleaved_v1.pack); outputs poisoned with NaN before
+each launch. Pass: normwise relative error below the activation type's tolerance and the largest error below 4x that
+of max|Y|. Prints one line per failure and `N passed, N failed`; exits non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:  # covered_combinations() is read on machines without torch
+    torch = None
+
+from graph_passes.layouts import interleaved_v1
+from graph_passes.quantize import quantize_rtn
+from graph_passes.registry.epilogues import EPILOGUES
+from trt_woq import kernels as K
+from trt_woq.bench_conv import conv_geometry
+
+TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
+DTYPES = {}  # "fp16" / "bf16" -> torch dtype, filled by main()
+FORMATS = {8: "int8", 4: "int4"}
+CLIP = {"clip_min": -0.5, "clip_max": 0.75}
+
+
+def quantized(k, n, bits, group, act, rng):
+    """(packed int32 cuda, scales cuda, dequantized float64 W [K, N]) from quantize_rtn + interleaved_v1.pack."""
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    qw = quantize_rtn(w, bits, group, False, act)
+    packed = torch.from_numpy(interleaved_v1.pack(qw.u, bits)).cuda()
+    scales = torch.from_numpy(np.asarray(qw.scales, np.float32)).to(DTYPES[act]).cuda()
+    w_ref = interleaved_v1.dequantize_reference(packed.cpu().numpy(), scales.double().cpu().numpy(), None, k, n,
+                                                bits, group)
+    return packed, scales, w_ref
+
+
+def compare(y, ref, act):
+    y = y.double().cpu().numpy()
+    if not np.isfinite(y).all():
+        return False, "non-finite output"
+    err = np.abs(y - ref)
+    rel = np.linalg.norm(err) / np.linalg.norm(ref)
+    worst = err.max() / np.abs(ref).max()
+    return rel < TOL[act] and worst < 4 * TOL[act], f"rel {rel:.2e} worst {worst:.2e}"
+
+
+def launch(lib, params, out, candidate=K.CANDIDATE_AUTO):
+    ws_bytes = lib.workspace_size(params, candidate)
+    ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+    params.workspace, params.workspace_size = (ws.data_ptr(), ws_bytes) if ws_bytes else (None, 0)
+    out.fill_(float("nan"))
+    lib.run(params, stream=torch.cuda.current_stream().cuda_stream, candidate=candidate)
+    torch.cuda.synchronize()
+
+
+def test_epilogues(lib, tally, rng):
+    k, n = 1152, 520
+    sm = K.device_sm()
+    for act in ("fp16", "bf16"):
+        for bits, group in ((4, 128), (8, -1)):
+            packed, scales, w_ref = quantized(k, n, bits, group, act, rng)
+            bias = torch.from_numpy(rng.standard_normal(n) * 0.3).to(DTYPES[act]).cuda()
+            for m in (1, 5, 16, 64, 200):
+                x = torch.from_numpy(rng.standard_normal((m, k))).to(DTYPES[act]).cuda()
+                pre = x.double().cpu().numpy() @ w_ref + bias.double().cpu().numpy()
+                y = torch.empty(m, n, dtype=DTYPES[act], device="cuda")
+                for ep in EPILOGUES:
+                    params_kw = CLIP if ep.params else {}
+                    ref = ep.reference(pre, **params_kw)
+                    prm = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act=act, x=x.data_ptr(),
+                                        packed_weight=packed.data_ptr(), scales=scales.data_ptr(),
+                                        bias=bias.data_ptr(), output=y.data_ptr(),
+                                        epilogue=K.Epilogue[ep.name.upper()], **params_kw)
+                    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count())
+                                                  if lib.supports(c, prm, sm) == K.Status.OK]
+                    for c in cands:
+                        label = f"linear {ep.name} {act} int{bits} g{group} M={m} " + \
+                            ("auto" if c < 0 else lib.candidate_name(c))
+                        try:
+                            launch(lib, prm, y, c)
+                            ok, detail = compare(y, ref, act)
+                        except K.KernelError as e:
+                            ok, detail = False, str(e)
+                        tally.check(ok, label, detail)
+
+
+def covered_combinations() -> set[tuple[str, str, str, str]]:
+    """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that this check runs (read by
+    tests/plugins/kernels/test_registry_walk.py without a GPU): every epilogue on the linear candidates, and on
+    conv2d (the conv cases give every epilogue to both formats)."""
+    return {(fmt, "weight_only", op, ep.name) for fmt in FORMATS.values() for op in ("linear", "conv2d")
+            for ep in EPILOGUES}
+
+
+CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, right), dilation)
+    (3, 64, 36, 1, (7, 5), 1, (0, 0, 0, 0), 1),
+    (2, 64, 20, 3, (9, 11), 1, (1, 1, 1, 1), 1),
+    (1, 64, 16, 3, (13, 9), 2, (1, 0, 2, 1), 1),
+    (2, 128, 24, 3, (11, 12), 1, (2, 2, 2, 2), 2),
+    (2, 128, 32, 7, (15, 13), 2, (3, 3, 3, 3), 1),
+    (1, 512, 512, 3, (7, 7), 1, (1, 1, 1, 1), 1),
+    (8, 256, 256, 3, (14, 14), 1, (1, 1, 1, 1), 1),
+    (1, 1280, 1280, 3, (8, 8), 1, (1, 1, 1, 1), 1),
+    (2, 1280, 1280, 3, (8, 8), 1, (1, 1, 1, 1), 1),
+    (8, 1280, 1280, 3, (8, 8), 1, (1, 1, 1, 1), 1),
+]
+
+
+def test_convs(lib, tally, rng):
+    import torch.nn.functional as F
+
+    eps = list(EPILOGUES)
+    i = 0
+    for batch, ic, oc, ks, (h, w), stride, pads, dil in CONVS:
+        k = ic * ks * ks
+        for act in ("fp16", "bf16"):
+            ep = eps[i % len(eps)]  # both formats get it: 20 (shape, type) pairs cycle through every epilogue
+            i += 1
+            for bits in (8, 4):
+                group = -1 if bits == 8 else (128 if k % 128 == 0 else 64)
+                params_kw = CLIP if ep.params else {}
+                packed, scales, w_ref = quantized(k, oc, bits, group, act, rng)
+                g = conv_geometry(batch, ic, h, w, ks, ks, (stride, stride), pads, (dil, dil))
+                x = torch.from_numpy(rng.standard_normal((batch, ic, h, w))).to(DTYPES[act]).cuda()
+                bias = torch.from_numpy(rng.standard_normal(oc) * 0.3).to(DTYPES[act]).cuda()
+                y = torch.empty(batch, oc, g.out_h, g.out_w, dtype=DTYPES[act], device="cuda")
+                w4 = torch.from_numpy(np.ascontiguousarray(w_ref.T).reshape(oc, ic, ks, ks)).cuda()
+                top, left, bottom, right = pads
+                pre = F.conv2d(F.pad(x.double(), (left, right, top, bottom)), w4, bias.double(), stride=stride,
+                               dilation=dil)
+                ref = ep.reference(pre.cpu().numpy(), **params_kw)
+                prm = K.make_params(m=batch * g.out_h * g.out_w, n=oc, k=k, bits=bits, group_size=group, act=act,
+                                    x=x.data_ptr(), packed_weight=packed.data_ptr(), scales=scales.data_ptr(),
+                                    bias=bias.data_ptr(), output=y.data_ptr(), op=K.Op.CONV2D, conv=g,
+                                    epilogue=K.Epilogue[ep.name.upper()], **params_kw)
+                label = f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} {act} int{bits} " \
+                        f"g{group} {ep.name}"
+                try:
+                    launch(lib, prm, y)
+                    ok, detail = compare(y, ref, act)
+                except K.KernelError as e:
+                    ok, detail = False, str(e)
+                tally.check(ok, label, detail)
+    # Refusals: a conv the layout cannot take (K = 27) and inconsistent geometry.
+    g = conv_geometry(1, 3, 9, 9, 3, 3, pads=(1, 1, 1, 1))
+    prm = K.make_params(m=81, n=32, k=27, bits=8, group_size=-1, op=K.Op.CONV2D, conv=g)
+    tally.check(lib.dispatch(prm) == -1, "conv K = 27 refused")
+    g.out_h += 1
+    prm = K.make_params(m=81, n=32, k=576, bits=8, group_size=-1, op=K.Op.CONV2D, conv=g)
+    tally.check(lib.dispatch(prm) == -1, "conv with a wrong out_h refused")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--convs-only", action="store_true", help="skip the epilogue sweep (e.g. under compute-sanitizer)")
+    args = p.parse_args(argv)
+    from kernels_check import Tally  # beside this file (tests/device is the script's folder)
+
+    DTYPES.update(fp16=torch.float16, bf16=torch.bfloat16)
+    seed = args.seed if args.seed is not None else int(time.time()) % 100000
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    lib = K.load()
+    tally = Tally()
+    t0 = time.time()
+    if not args.convs_only:
+        test_epilogues(lib, tally, rng)
+    print(f"epilogues: {tally.passed} passed, {tally.failed} failed ({time.time() - t0:.0f} s)", flush=True)
+    t0 = time.time()
+    before = (tally.passed, tally.failed)
+    test_convs(lib, tally, rng)
+    print(f"convs: {tally.passed - before[0]} passed, {tally.failed - before[1]} failed ({time.time() - t0:.0f} s)")
+    print(f"{tally.passed} passed, {tally.failed} failed")
+    return 1 if tally.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

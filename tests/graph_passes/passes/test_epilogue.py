@@ -1,0 +1,125 @@
+"""Epilogue fusion: each activation form exporters write after a linear / conv layer becomes the op's ``activation``;
+the plugin model (float64 reference), its Q/DQ twin (ONNX Runtime) and the original agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import woq_models as models
+from graph_passes.compare import plugin_to_qdq
+from graph_passes.registry.epilogues import EPILOGUES
+
+FORMS = {"relu": ("relu", {}), "relu6": ("clip", {"clip_min": 0.0, "clip_max": 6.0}),
+         "clip_min_only": ("clip", {"clip_min": -1.5, "clip_max": np.inf}), "silu": ("silu", {}),
+         "gelu_op_erf": ("gelu_erf", {}), "gelu_op_tanh": ("gelu_tanh", {}), "gelu_erf_div": ("gelu_erf", {}),
+         "gelu_erf_half_first": ("gelu_erf", {}), "gelu_tanh_pow": ("gelu_tanh", {}),
+         "gelu_tanh_mul": ("gelu_tanh", {})}
+
+
+def _woq(model):
+    return [n for n in model.graph.node if n.domain == "trt_woq"]
+
+
+def _attrs(node):
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _cosine(a, b):
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_each_pattern_fuses_and_twin_agrees(rng, form):
+    name, params = FORMS[form]
+    model = models.linear_act(rng, form)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    (node,) = _woq(out)
+    attrs = _attrs(node)
+    ep = EPILOGUES.get(name)
+    assert attrs["activation"] == ep.c_enum and report.rewritten[0].activation == name
+    for p, v in params.items():
+        assert attrs[p] == pytest.approx(v)
+    assert [n.op_type for n in out.graph.node] == ["Cast", "WeightOnlyLinear", "Cast"]  # the activation ops are gone
+    x = (rng.standard_normal((2, 3, 128)) * 2).astype(np.float32)
+    y_ref = models.ref_run(out, {"x": x})[0]
+    y_twin = models.ort_run(plugin_to_qdq(out), {"x": x})[0]
+    y_orig = models.ort_run(model, {"x": x})[0]
+    # The twin computes the same function in fp16 ONNX Runtime ops: fp16 rounding apart, equal to the reference.
+    assert np.linalg.norm(y_twin - y_ref) <= 4e-3 * np.linalg.norm(y_ref)
+    assert _cosine(y_ref, y_orig) > 0.999  # INT8 per channel
+
+
+def test_twin_keeps_the_op_sequence(rng):
+    out, _ = models.run_pass(models.linear_act(rng, "gelu_erf_div"), bits=4, group_size=64)
+    ops = [n.op_type for n in plugin_to_qdq(out).graph.node]
+    assert ops == ["Cast", "DequantizeLinear", "MatMul", "Add", "Gelu", "Cast"]
+    out, _ = models.run_pass(models.linear_act(rng, "silu"), bits=4, group_size=64)
+    assert [n.op_type for n in plugin_to_qdq(out).graph.node][-3:] == ["Sigmoid", "Mul", "Cast"]
+
+
+def _with_extra_output(model, tensor):
+    model.graph.output.append(helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None))
+    return model
+
+
+@pytest.mark.parametrize("case", ["sigmoid_used_twice", "intermediate_is_output", "not_an_activation",
+                                  "option_off"])
+def test_what_is_not_fused(rng, case):
+    cfg = dict(bits=8, group_size=-1)
+    if case == "sigmoid_used_twice":  # silu, but the Sigmoid's output also feeds a second graph output
+        model = _with_extra_output(models.linear_act(rng, "silu"), "act_s")
+    elif case == "intermediate_is_output":  # the pre-activation is a graph output too
+        model = _with_extra_output(models.linear_act(rng, "relu"), "h1")
+    elif case == "not_an_activation":  # 0.5 * x * (1 + tanh(x)): elementwise, but no epilogue computes it
+        model = models.linear_act(rng, "relu")
+        inits = list(model.graph.initializer) + [helper.make_tensor("half", onnx.TensorProto.FLOAT, [], [0.5]),
+                                                 helper.make_tensor("one", onnx.TensorProto.FLOAT, [], [1.0])]
+        mk = helper.make_node
+        nodes = list(model.graph.node[:2]) + [mk("Tanh", ["h1"], ["t"]), mk("Add", ["t", "one"], ["a"]),
+                                              mk("Mul", ["h1", "a"], ["m"]), mk("Mul", ["m", "half"], ["y"])]
+        model = models.make_model(nodes, list(model.graph.input), list(model.graph.output), inits, 21)
+    else:
+        model = models.linear_act(rng, "relu")
+        cfg["fuse_activations"] = False
+    out, report = models.run_pass(model, **cfg)
+    (node,) = _woq(out)
+    assert _attrs(node)["activation"] == 0 and report.rewritten[0].activation == "none"
+    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    y_ref = models.ref_run(out, {"x": x})
+    y_orig = models.ort_run(model, {"x": x})
+    assert all(_cosine(a, b) > 0.999 for a, b in zip(y_ref, y_orig))
+
+
+def test_fused_inside_if_branches(rng):
+    """The merged-decoder fixture has fc1 + Relu in both If branches: each branch's Relu is fused into its node."""
+    from subgraph_models import merged_decoder
+
+    from graph_passes.passes.scopes import all_graphs
+
+    model = merged_decoder(rng, gemm_in_else=False)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    fused = {r.node: r.activation for r in report.rewritten if r.activation != "none"}
+    assert fused == {"If_0/then_branch/then_fc1": "relu", "If_0/else_branch/else_fc1": "relu"}
+    assert not any(n.op_type == "Relu" for g in all_graphs(out.graph) for n in g.node)
+    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    for flag in (True, False):
+        feeds = {"x": x, "use_cache_branch": np.array(flag)}
+        y_twin = models.ort_run(plugin_to_qdq(out), feeds)[0]
+        y_orig = models.ort_run(model, feeds)[0]
+        assert _cosine(y_twin, y_orig) > 0.999
+
+
+def test_cli_option_turns_fusion_off(rng, tmp_path):
+    from graph_passes.__main__ import main
+
+    src = tmp_path / "m.onnx"
+    onnx.save(models.linear_act(rng, "silu"), src)
+    for extra, activation in (([], EPILOGUES.get("silu").c_enum), (["--no-fuse-activations"], 0)):
+        out = tmp_path / f"q{len(extra)}.onnx"
+        assert main(["quantize", str(src), "-o", str(out), "-q", "--bits", "8", "--group-size", "-1", *extra]) == 0
+        (node,) = _woq(onnx.load(out))
+        assert _attrs(node)["activation"] == activation

@@ -1,0 +1,51 @@
+"""CPU checks of the WeightOnlyConv plugin: it compiles against the TensorRT headers found (as the WeightOnlyLinear
+checks), and its creator lists exactly the attributes graph_passes writes on a WeightOnlyConv node, with the types
+TensorRT's ONNX parser gives them (INT -> kINT32 of length 1, INTS -> kINT32 arrays, FLOAT -> kFLOAT32)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+SOURCE = ROOT / "plugins" / "weight_only_conv" / "weightOnlyConvPlugin.cpp"
+sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
+
+from test_plugin_sources import HEADERS, _cuda_include  # noqa: E402
+
+
+@pytest.mark.parametrize("trt_include", HEADERS or [None], ids=lambda p: p.name if p else "none")
+def test_compiles_against_tensorrt_headers(trt_include):
+    if trt_include is None:
+        pytest.skip("no TensorRT headers (set TENSORRT_INCLUDE_DIR to a folder holding NvInferRuntime.h)")
+    cuda = _cuda_include()
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cuda is None or cxx is None:
+        pytest.skip("no CUDA runtime header or no C++ compiler")
+    cmd = [cxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-isystem", str(trt_include),
+           "-isystem", str(cuda), "-I", str(ROOT / "plugins" / "kernels" / "include"), str(SOURCE)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_fields_match_the_op_contract():
+    from graph_passes.op_conv import ConvAttributes
+    from graph_passes.registry.epilogues import CLIP
+
+    fields = re.findall(r'\{"(\w+)", PluginFieldType::k(INT32|FLOAT32), (\d), (true|false)\}', SOURCE.read_text())
+    attrs = ConvAttributes(bits=4, group_size=64, in_features=576, out_features=32, in_channels=64,
+                           kernel_shape=(3, 3), activation=CLIP.c_enum, clip_min=0.0, clip_max=6.0).to_dict()
+    expected = {k: v for k, v in attrs.items() if not k.startswith("plugin_")}
+    assert {f[0] for f in fields} == set(expected)
+    for name, ctype, length, _ in fields:
+        value = expected[name]
+        if isinstance(value, float):
+            assert ctype == "FLOAT32" and length == "1", name
+        else:
+            assert ctype == "INT32" and int(length) == (len(value) if isinstance(value, list) else 1), name
