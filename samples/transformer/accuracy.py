@@ -105,7 +105,9 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", help="where to write the models (default: a temporary folder)")
     parser.add_argument("--configs", nargs="+", choices=tuple(CONFIGS), default=tuple(CONFIGS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS)
+    parser.add_argument("--calib-samples", type=int, help="calibrate on the first N sentences only (default all 32)")
     args = parser.parse_args(argv)
+    cap = [] if args.calib_samples is None else ["--calib-samples", str(args.calib_samples)]
     from text_data import evaluation_feeds, load_data
 
     with tempfile.TemporaryDirectory(prefix="trt_woq_transformer_") as tmp:
@@ -114,7 +116,7 @@ def main(argv=None) -> int:
         model = build(work / "minilm.onnx")
         feeds = evaluation_feeds()
         ref = embeddings(model, feeds)
-        calib = load_data()
+        calib = load_data()[: args.calib_samples]
         print(f"command: python3 {' '.join(sys.argv)}")
         print(f"model: all-MiniLM-L6-v2, 36 linears; calibration {len(calib)} sentences "
               f"({sum(f['input_ids'].size for f in calib)} tokens), evaluation {len(feeds)} sentences "
@@ -124,7 +126,8 @@ def main(argv=None) -> int:
             rtn_gap = None
             for method in args.methods:
                 t0 = time.perf_counter()
-                cos = evaluate(model, [*CONFIGS[label], "--method", method], work, ref)
+                cos = evaluate(model, [*CONFIGS[label], "--method", method, *(cap if method != "rtn" else [])], work,
+                               ref)
                 gap = 1 - cos
                 rtn_gap = gap if method == "rtn" else rtn_gap
                 vs = f"  ({gap / rtn_gap:.2f} x RTN's)" if rtn_gap and method != "rtn" else ""
