@@ -16,6 +16,7 @@ weight formats or activation modes can report on the same model and sentences.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 import time
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
         feeds = evaluation_feeds()
         ref = embeddings(model, feeds)
         calib = load_data()[: args.calib_samples]
-        print(f"command: python3 {' '.join(sys.argv)}")
+        print(f"command: python3 {shlex.join(sys.argv)}")
         print(f"model: all-MiniLM-L6-v2, 36 linears; calibration {len(calib)} sentences "
               f"({sum(f['input_ids'].size for f in calib)} tokens), evaluation {len(feeds)} sentences "
               f"({sum(f['input_ids'].size for f in feeds)} tokens); seed {SEED}\n")
