@@ -27,6 +27,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(REPO), str(HERE)]
+import text_data  # noqa: E402  (the only module of this name among the samples)
 
 CALIB_SCRIPT = str(HERE / "text_data.py")
 SEED = 0  # seed of the calibration's row sampling (graph_passes.calibration.collect)
@@ -39,9 +40,8 @@ METHODS = ("rtn", "awq", "gptq")
 
 def build(path: Path) -> Path:
     import onnx
-    from build_model import build_model
 
-    onnx.save(build_model(), str(path))
+    onnx.save(text_data.sibling("build_model").build_model(), str(path))
     return path
 
 
@@ -93,9 +93,7 @@ def mean_cosine(ref: np.ndarray, got: np.ndarray) -> float:
 
 def evaluate(model: Path, options: list[str], workdir: Path, reference: np.ndarray | None = None) -> float:
     """Mean embedding cosine of ``model`` quantized with ``options`` against ``model`` over the evaluation set."""
-    from text_data import evaluation_feeds
-
-    feeds = evaluation_feeds()
+    feeds = text_data.evaluation_feeds()
     ref = embeddings(model, feeds) if reference is None else reference
     out = quantize(model, workdir / "quantized.onnx", options)
     return mean_cosine(ref, embeddings(out, feeds))
@@ -109,15 +107,13 @@ def main(argv=None) -> int:
     parser.add_argument("--calib-samples", type=int, help="calibrate on the first N sentences only (default all 32)")
     args = parser.parse_args(argv)
     cap = [] if args.calib_samples is None else ["--calib-samples", str(args.calib_samples)]
-    from text_data import evaluation_feeds, load_data
-
     with tempfile.TemporaryDirectory(prefix="trt_woq_transformer_") as tmp:
         work = Path(args.workdir or tmp)
         work.mkdir(parents=True, exist_ok=True)
         model = build(work / "minilm.onnx")
-        feeds = evaluation_feeds()
+        feeds = text_data.evaluation_feeds()
         ref = embeddings(model, feeds)
-        calib = load_data()[: args.calib_samples]
+        calib = text_data.load_data()[: args.calib_samples]
         print(f"command: python3 {shlex.join(sys.argv)}")
         print(f"model: all-MiniLM-L6-v2, 36 linears; calibration {len(calib)} sentences "
               f"({sum(f['input_ids'].size for f in calib)} tokens), evaluation {len(feeds)} sentences "

@@ -6,6 +6,7 @@ per sentence (``input_ids``, ``attention_mask`` [1, seq], no padding), and ``loa
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -14,7 +15,18 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 CALIBRATION = HERE / "calibration.txt"
 EVALUATION = HERE / "evaluation.txt"
-sys.path.insert(0, str(HERE))
+
+
+def sibling(name: str):
+    """``samples/transformer/NAME.py`` as module ``transformer_NAME``: samples/llama and samples/cnn have modules of
+    the same names (build_model, accuracy), which a plain import could return in a process that loaded them."""
+    full = f"transformer_{name}"
+    if full not in sys.modules:
+        spec = importlib.util.spec_from_file_location(full, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+    return sys.modules[full]
 
 
 def sentences(path: Path) -> list[str]:
@@ -27,9 +39,7 @@ def tokenizer():
         from tokenizers import Tokenizer
     except ImportError as exc:
         raise ImportError("the transformer sample tokenizes with the tokenizers package: pip install tokenizers") from exc
-    from build_model import model_dir
-
-    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(sibling("build_model").model_dir() / "tokenizer.json"))
     tok.no_padding()
     return tok
 

