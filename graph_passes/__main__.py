@@ -12,6 +12,7 @@ import sys
 
 from graph_passes.config import FORMATS, QuantConfig
 from graph_passes.errors import UserError
+from graph_passes.registry.act_modes import ACT_MODES
 from graph_passes.registry.formats import WEIGHT_FORMATS, all_bits, all_group_sizes
 from graph_passes.registry.methods import METHODS
 
@@ -36,7 +37,8 @@ def cmd_quantize(args) -> int:
     from graph_passes.pipeline import quantize_model
 
     config = _config(args, progress=not args.quiet)
-    report = quantize_model(args.model, args.output, config, force=args.force, report_path=args.report)
+    report = quantize_model(args.model, args.output, config, force=args.force, report_path=args.report,
+                            calib_feeds=_calib_feeds(args))
     print(report.format())
     print(f"wrote {report.output}" + (f" and {report.output}.data" if report.external_data else ""))
     return 0
@@ -101,10 +103,26 @@ def cmd_build(args) -> int:
 # -------------------------------------------------------------------------------------------------------- parsing
 def _config(args, progress: bool) -> QuantConfig:
     return QuantConfig(bits=args.bits, group_size=args.group_size, asymmetric=args.asymmetric, format=args.format,
-                       method=args.method, act_dtype=args.act_dtype, include=tuple(args.include or ()), exclude=tuple(args.exclude or ()),
+                       method=args.method, act_dtype=args.act_dtype, act_mode=args.act_mode,
+                       act_asymmetric=args.act_asymmetric, include=tuple(args.include or ()),
+                       exclude=tuple(args.exclude or ()),
                        min_elements=args.min_elements, fuse_activations=not args.no_fuse_activations,
-                       progress=progress, calib_data=args.calib_data, calib_script=args.calib_script,
-                       calib_samples=args.calib_samples)
+                       smooth_alpha=args.smooth_alpha, progress=progress)
+
+
+def _calib_feeds(args) -> list | None:
+    """The calibration samples of --calib-data / --calib-script (None when neither is given)."""
+    if not (args.calib_data or args.calib_script):
+        return None
+    if args.calib_data and args.calib_script:
+        raise UserError("give --calib-data or --calib-script, not both")
+    from graph_passes.feeds import load_npz_feeds, load_script_feeds, model_input_specs
+    from graph_passes.pipeline import read_graph
+
+    specs = model_input_specs(read_graph(args.model))
+    if args.calib_data:
+        return load_npz_feeds(args.calib_data, specs, limit=args.calib_samples)
+    return load_script_feeds(args.calib_script, specs, limit=args.calib_samples)
 
 
 def _parse_shapes(items):
@@ -176,16 +194,16 @@ def _add_quant_options(p) -> None:
                    help="plugin: WeightOnlyLinear nodes; qdq: DequantizeLinear + MatMul (default plugin)")
     p.add_argument("--method", choices=METHODS.names(), default="rtn",
                    help="; ".join(f"{m.name} = {m.summary}" for m in METHODS) + " (default rtn)")
-    p.add_argument("--calib-data", metavar="FILE.npz",
-                   help="calibration samples for awq / gptq: one array per model input, named after it, leading "
-                        "axis = sample (sample i is fed as array[i])")
-    p.add_argument("--calib-script", metavar="FILE.py[:FUNC]",
-                   help="calibration samples from FUNC() (default load_data) returning an iterable of "
-                        "{input name: array} feeds (polygraphy's data-loader convention)")
-    p.add_argument("--calib-samples", type=int, metavar="N", help="use at most N calibration samples")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="fp16",
                    help="compute dtype of the op in an FP32 graph (Casts around it); FP16/BF16 graphs keep "
                         "theirs (default fp16)")
+    p.add_argument("--act-mode", choices=ACT_MODES.names(), default="weight_only",
+                   help="; ".join(f"{m.name} = {m.summary}" for m in ACT_MODES) + " (default weight_only)")
+    p.add_argument("--act-asymmetric", action="store_true",
+                   help="w8a8: quantize activations with an offset per row block (default symmetric)")
+    p.add_argument("--smooth-alpha", type=float, metavar="ALPHA",
+                   help="w8a8: SmoothQuant smoothing with migration strength ALPHA in [0, 1] (0.5 is usual), from "
+                        "the calibration data's per-channel activation ranges")
     p.add_argument("--include", action="append", metavar="REGEX",
                    help="quantize only nodes whose name matches (repeatable)")
     p.add_argument("--exclude", action="append", metavar="REGEX", help="skip nodes whose name matches (repeatable)")
@@ -254,6 +272,13 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     p.add_argument("-o", "--output", metavar="OUT", type=_file_name, help="output .onnx file")
     _add_quant_options(p)
+    p.add_argument("--calib-data", metavar="FILE.npz",
+                   help="calibration inputs (for --method awq / gptq and --smooth-alpha): one array per model input, "
+                        "named after it, with a leading sample axis (sample i is fed as array[i])")
+    p.add_argument("--calib-script", metavar="FILE.py[:FUNC]",
+                   help="calibration inputs: FUNC() (default load_data) returns an iterable of feed dicts "
+                        "(polygraphy's data-loader convention)")
+    p.add_argument("--calib-samples", type=int, metavar="N", help="use at most N calibration samples (default all)")
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing output / report (never the input or its external data)")
     p.add_argument("-q", "--quiet", action="store_true",

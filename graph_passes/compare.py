@@ -16,7 +16,12 @@ Gather reads them with, else ``[0, 16)``. Dynamic dims come from ``input_shapes`
 A plugin-format model (``trt_woq::WeightOnlyLinear`` nodes) cannot run in ONNX Runtime, so it runs as its **Q/DQ
 twin**, built here by unpacking every WeightOnlyLinear node's packed weight (subgraphs included) into
 ``DequantizeLinear`` (opset 21, ``block_size`` for groups) + ``MatMul`` (+ ``Add`` for the bias): the same integer
-values, scales and zero points that the plugin reads, so the comparison measures what the file holds.
+values, scales and zero points that the plugin reads, so the comparison measures what the file holds. A W8A8 node
+(``act_mode`` 1) has no standard-ONNX form (ONNX's ``DynamicQuantizeLinear`` is per tensor): its twin is a **float
+emulation** that computes the per-token codes, scales and offsets with the same float32 steps as the kernel
+(``graph_passes.quantizers.activations``: Reduce*, Div, Round half to even, Clip) and multiplies their read-back
+``s * a + o`` with the dequantized weight in float32, so it differs from the integer GEMM only by float32 rounding
+of the products and sums.
 
 ONNX Runtime runs with graph optimizations at the BASIC level: at its default level it fuses DequantizeLinear +
 MatMul into MatMulNBits, which quantizes the activations to int8 (accuracy level 4) and adds about 1% error that the
@@ -250,10 +255,10 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
     a = _node_attributes(node, name)
     bits, group, k, n = a.bits, a.group_size, a.in_features, a.out_features
     conv = node.op_type == CONV_OP_TYPE
-    expected = 3 + a.has_zeros + a.has_bias
-    if len(node.input) != expected:
-        raise UserError(f"{node.op_type} node {name}: {len(node.input)} inputs, expected {expected} for "
-                        f"has_zeros={a.has_zeros}, has_bias={a.has_bias}")
+    act_quant, act_asym = a.act_mode != 0, a.act_asymmetric
+    if len(node.input) != a.num_inputs:
+        raise UserError(f"{node.op_type} node {name}: {len(node.input)} inputs, expected {a.num_inputs} for "
+                        f"has_zeros={a.has_zeros}, has_bias={a.has_bias}, act_asymmetric={act_asym}")
     consts = []
     for i in node.input[1:]:
         if i not in inits:
@@ -262,7 +267,7 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         consts.append(numpy_helper.to_array(inits[i], base_dir=""))
     packed, scales = consts[0], consts[1]
     zeros = consts[2] if a.has_zeros else None
-    bias = consts[-1] if a.has_bias else None
+    bias = consts[2 + a.has_zeros] if a.has_bias else None
     groups = a.num_groups
     for what, arr in (("scales", scales), ("zero points", zeros)):
         if arr is not None and arr.size != groups * n:
@@ -272,7 +277,8 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
     scales = scales.reshape(groups, n)
     act_dtype = scales.dtype
     # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
-    compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" else act_dtype
+    # W8A8 emulates the activation quantization in float32 (below), between the same Casts.
+    compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" or act_quant else act_dtype
     if compute_dtype != act_dtype:
         scales = scales.astype(np.float32)
     z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
@@ -293,6 +299,10 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
     if compute_dtype != act_dtype:
         nodes.append(helper.make_node("Cast", [x], [f"{p}.x_f32"], name=f"{p}.cast_x", to=TensorProto.FLOAT))
         x = f"{p}.x_f32"
+    if act_quant:
+        act_nodes, act_inits, x = _act_quant_emulation(p, x, k, k if group == -1 else group, bool(act_asym))
+        nodes += act_nodes
+        new_inits += act_inits
     nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
                                   name=f"{p}.dequantize", **dq_attrs))
     b_name = f"{p}.bias"
@@ -316,7 +326,7 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         new_inits += act_inits
     if compute_dtype != act_dtype:
         nodes.append(helper.make_node("Cast", [nodes[-1].output[0]], [f"{p}.y"], name=f"{p}.cast_y",
-                                      to=TensorProto.BFLOAT16))
+                                      to=helper.np_dtype_to_tensor_dtype(act_dtype)))
     nodes[-1].output[0] = node.output[0]
     return nodes
 
@@ -366,6 +376,47 @@ def plugin_to_qdq(model):
         del twin.opset_import[:]
         twin.opset_import.extend(imports)
     return twin
+
+
+def _act_quant_emulation(p: str, x: str, k: int, block: int, asymmetric: bool):
+    """(nodes, initializers, output name): float32 ``x`` [..., K] -> ``s * a + o`` per row block of ``block``, the
+    steps of ``graph_passes.quantizers.activations`` in standard ONNX ops (opset 18+: Reduce* take axes inputs)."""
+    from onnx import helper, numpy_helper
+
+    def const(suffix, value, dtype=np.float32):
+        return numpy_helper.from_array(np.asarray(value, dtype), f"{p}.act.{suffix}")
+
+    inits = [const("blocks", [-1, k // block, block], np.int64), const("axis", [-1], np.int64),
+             const("one", 1.0), const("zero", 0.0)]
+    nodes = []
+
+    def node(op, inputs, suffix, **attrs):
+        out = f"{p}.act.{suffix}"
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    c = {i.name.rsplit(".", 1)[-1]: i.name for i in inits}
+    shape = node("Shape", [x], "shape")
+    xb = node("Reshape", [x, c["blocks"]], "x_blocks")
+    if asymmetric:
+        inits += [const("levels", 255.0), const("half", 128.0), const("qmin", -128.0), const("qmax", 127.0)]
+        lo = node("ReduceMin", [xb, c["axis"]], "min", keepdims=1)
+        hi = node("ReduceMax", [xb, c["axis"]], "max", keepdims=1)
+        s = node("Div", [node("Sub", [hi, lo], "range"), f"{p}.act.levels"], "scale")
+        o = node("Add", [lo, node("Mul", [f"{p}.act.half", s], "half_scale")], "offset")
+        centred = node("Sub", [xb, o], "centred")
+    else:
+        inits += [const("levels", 127.0), const("qmin", -127.0), const("qmax", 127.0)]
+        amax = node("ReduceMax", [node("Abs", [xb], "abs"), c["axis"]], "absmax", keepdims=1)
+        s = node("Div", [amax, f"{p}.act.levels"], "scale")
+        o, centred = None, xb
+    div = node("Where", [node("Equal", [s, c["zero"]], "scale_is_zero"), c["one"], s], "divisor")
+    q = node("Clip", [node("Round", [node("Div", [centred, div], "ratio")], "round"), f"{p}.act.qmin",
+                      f"{p}.act.qmax"], "codes")
+    xd = node("Mul", [q, s], "scaled")
+    if o is not None:
+        xd = node("Add", [xd, o], "dequantized")
+    return nodes, inits, node("Reshape", [xd, shape], "x")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from graph_passes.dtypes import ACT_DTYPES
 from graph_passes.errors import UserError
 from graph_passes.quantizers import DEFAULT_CLIP_RATIOS
-from graph_passes.registry.act_modes import ACT_MODES
+from graph_passes.registry.act_modes import ACT_MODES, WEIGHT_ONLY
 from graph_passes.registry.formats import WeightFormat, all_bits, format_by_bits
 from graph_passes.registry.methods import METHODS
 
@@ -26,8 +26,10 @@ class QuantConfig:
     ``fuse_activations``: the plugin format fuses a Relu / Clip / SiLU / GELU after the op into its epilogue.
     ``bits`` names the weight format (``graph_passes.registry.formats``), ``method`` the quantization method and
     ``act_mode`` the activation mode (their registries); ``layout`` defaults to the weight format's.
-    ``calib_data`` (.npz) / ``calib_script`` (FILE.py[:FUNC]) / ``calib_samples``: the calibration set of a method
-    that needs one; ``calibration`` holds its statistics once gathered (``graph_passes.calibration``).
+    ``act_asymmetric``: a quantized activation mode with an offset per row block (default symmetric).
+    ``smooth_alpha``: SmoothQuant smoothing of a quantized activation mode (``graph_passes.smoothing``); the
+    calibration samples are given to :func:`graph_passes.pipeline.quantize_model`.
+    ``calibration``: the statistics of a method that needs calibration (``graph_passes.calibration``), once gathered.
     """
 
     bits: int = 4
@@ -40,14 +42,13 @@ class QuantConfig:
     min_elements: int = 0
     method: str = "rtn"
     act_mode: str = "weight_only"
+    act_asymmetric: bool = False
+    smooth_alpha: float | None = None
     layout: int | None = None
     clip_ratios: tuple[float, ...] = DEFAULT_CLIP_RATIOS
     external_data_dir: str | None = None
     progress: bool = False
     fuse_activations: bool = True
-    calib_data: str | None = None
-    calib_script: str | None = None
-    calib_samples: int | None = None
     calibration: object = field(default=None, repr=False)
     _include_re: list = field(default_factory=list, init=False, repr=False)
     _exclude_re: list = field(default_factory=list, init=False, repr=False)
@@ -63,13 +64,22 @@ class QuantConfig:
             raise UserError(f"--asymmetric: {fmt.label} has no zero points")
         if self.format == "qdq" and fmt.qdq is None:
             raise UserError(f"--format qdq: ONNX has no data type for {fmt.label}; use --format plugin")
-        method = METHODS.get(self.method)
-        if not method.needs_calibration and (self.calib_data or self.calib_script):
-            raise UserError(f"--calib-data / --calib-script: --method {self.method} uses no calibration data; "
-                            f"choose one of {', '.join(m.name for m in METHODS if m.needs_calibration)}")
-        if self.calib_samples is not None and self.calib_samples < 1:
-            raise UserError(f"--calib-samples must be >= 1, got {self.calib_samples}")
-        ACT_MODES.get(self.act_mode)
+        METHODS.get(self.method)
+        mode = ACT_MODES.get(self.act_mode)
+        if mode is not WEIGHT_ONLY:
+            if mode.weight_bits and self.bits not in mode.weight_bits:
+                raise UserError(f"--act-mode {mode.name} takes --bits {'/'.join(map(str, mode.weight_bits))}, "
+                                f"got --bits {self.bits}")
+            if self.asymmetric:
+                raise UserError(f"--act-mode {mode.name} takes symmetric weights: drop --asymmetric")
+            if self.format != "plugin":
+                raise UserError(f"--act-mode {mode.name}: standard ONNX has no per-token INT8 activations; use "
+                                f"--format plugin (compare measures it through a float emulation)")
+        elif self.act_asymmetric or self.smooth_alpha is not None:
+            option = "--act-asymmetric" if self.act_asymmetric else "--smooth-alpha"
+            raise UserError(f"{option} needs a quantized activation mode (--act-mode w8a8)")
+        if self.smooth_alpha is not None and not 0.0 <= self.smooth_alpha <= 1.0:
+            raise UserError(f"--smooth-alpha {self.smooth_alpha}: must be in [0, 1]")
         if self.layout is None:
             self.layout = fmt.layout.VERSION
         elif self.layout != fmt.layout.VERSION:

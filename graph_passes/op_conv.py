@@ -40,6 +40,8 @@ class ConvAttributes(op.WoqAttributes):
 
     def validate(self, where: str = OP_TYPE) -> "ConvAttributes":
         super().validate(where)
+        if self.act_mode != 0:
+            raise QuantizationError(f"{where}: {OP_TYPE} is weight-only (act_mode 0), got act_mode {self.act_mode}")
         for name, length in INTS_ATTRIBUTES.items():
             v = tuple(getattr(self, name))
             if len(v) != length or any(int(d) != d for d in v):

@@ -161,8 +161,9 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
 
 
 def quantize_model(model_path: str, output_path: str | None, config: QuantConfig, *, force: bool = False,
-                   report_path: str | None = None) -> QuantReport:
-    """Quantize the ONNX file ``model_path`` into ``output_path``; the input is never modified."""
+                   report_path: str | None = None, calib_feeds: list | None = None) -> QuantReport:
+    """Quantize the ONNX file ``model_path`` into ``output_path``; the input is never modified. ``calib_feeds``:
+    calibration samples (feed dicts), needed by ``config.smooth_alpha``."""
     output_path = output_path or default_output_path(model_path, config)
     model, base_dir, data_files = load_model(model_path)
     outputs = _outputs(model_path, data_files, force)
@@ -177,10 +178,18 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
                          notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
+    if config.smooth_alpha is not None:
+        from graph_passes.smoothing import smooth_model
+
+        model, smoothed = smooth_model(model, config, calib_feeds or [], config.smooth_alpha)
+        report.notes.append(f"SmoothQuant (alpha {config.smooth_alpha}, {len(calib_feeds or [])} calibration "
+                            f"sample(s)): {smoothed.smoothed} layer(s) over {smoothed.tensors} activation tensor(s) "
+                            f"smoothed, {smoothed.skipped} left as they are (Gemm, or a weight behind Cast / "
+                            f"Transpose)")
     if config.calibration is None and METHODS.get(config.method).needs_calibration:
         from graph_passes.calibration.methods import calibrate
 
-        config.calibration = calibrate(model, config, base_dir=base_dir, report=report)
+        config.calibration = calibrate(model, config, calib_feeds, base_dir=base_dir, report=report)
     out = run_passes(model, config, report)
     del model
     if not report.rewritten:

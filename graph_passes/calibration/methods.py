@@ -1,7 +1,8 @@
 """The calibrated methods ``awq`` and ``gptq``: the pipeline's calibration step and their per-weight quantizers.
 
-Pipeline (``graph_passes.pipeline``): :func:`calibrate` reads and checks ``--calib-data`` / ``--calib-script``
-(:func:`load_feeds`) and plans the statistics of every quantizable linear's input into budget-sized passes;
+Pipeline (``graph_passes.pipeline``): :func:`calibrate` takes the samples of ``--calib-data`` / ``--calib-script``
+(read and checked by ``graph_passes.feeds``) and plans the statistics of every quantizable linear's input into
+budget-sized passes;
 :class:`Calibration` gathers them with ONNX Runtime (``collect``) when needed, one pass at a time: AWQ in
 :meth:`Calibration.prepare`, right after the graph is imported (scale search and graph edit, ``fold``), GPTQ as the
 rewrite pass reaches each node. The rewrite pass quantizes each weight with the method's quantizer, which gets the
@@ -86,21 +87,6 @@ def _need(stats, name: str, what: str) -> InputCalibration:
 
 
 # ---------------------------------------------------------------------------------------------------- pipeline
-def load_feeds(model, config) -> list[dict[str, np.ndarray]]:
-    """The calibration samples of ``config`` (--calib-data / --calib-script, capped by --calib-samples)."""
-    from graph_passes.feeds import load_npz_feeds, load_script_feeds, model_input_specs
-
-    if config.calib_data and config.calib_script:
-        raise UserError("give either --calib-data or --calib-script, not both")
-    if not (config.calib_data or config.calib_script):
-        raise UserError(f"--method {config.method} needs calibration data: --calib-data FILE.npz or "
-                        f"--calib-script FILE.py[:FUNC]")
-    specs = model_input_specs(model)
-    if config.calib_data:
-        return load_npz_feeds(config.calib_data, specs, config.calib_samples)
-    return load_script_feeds(config.calib_script, specs, config.calib_samples)
-
-
 class Calibration:
     """The calibration of one quantize run. Statistics are gathered lazily, one budget-sized pass of activations at
     a time in graph order (``collect.plan_passes``), and a pass's Gram matrices are dropped when the next is
@@ -197,14 +183,17 @@ def _set_weight(match, w: np.ndarray, names) -> None:
         match.node.attrs["alpha"] = 1.0  # load_weight included alpha
 
 
-def calibrate(model, config, *, base_dir: str | None, report, budget: int = DEFAULT_BUDGET) -> Calibration:
-    """The calibration of ``model`` (ModelProto, external data on disk in ``base_dir``): the samples loaded and
-    checked, the inputs of the quantizable linears planned into passes; statistics come when needed."""
+def calibrate(model, config, feeds: list[dict[str, np.ndarray]] | None, *, base_dir: str | None, report,
+              budget: int = DEFAULT_BUDGET) -> Calibration:
+    """The calibration of ``model`` (ModelProto, external data on disk in ``base_dir``) on ``feeds`` (checked by
+    ``graph_passes.feeds``): the inputs of the quantizable linears planned into passes; statistics come when needed."""
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes.match import find_linear_layers
 
-    feeds = load_feeds(model, config)
+    if not feeds:
+        raise UserError(f"--method {config.method} needs calibration data: --calib-data FILE.npz or "
+                        f"--calib-script FILE.py[:FUNC]")
     matches, _ = find_linear_layers(gs.import_onnx(model), config)
     tensors = {m.x.name: m.k for m in matches}
     return Calibration(config.method, model, feeds, tensors, base_dir=base_dir, config=config, report=report,

@@ -93,7 +93,14 @@ def _channel_bias(tensor, n: int, base_dir):
 def find_conv_layers(graph, config) -> tuple[list[ConvMatch], list[Skip]]:
     """The quantizable Conv nodes of ``graph`` and the skipped ones with a reason each."""
     return find_layers(graph, config, ("Conv",), _match_node,
-                       lambda m, c, layout: _layout_reason(m, c, layout) or _policy_reason(m, c))
+                       lambda m, c, layout: _act_mode_reason(c) or _layout_reason(m, c, layout)
+                       or _policy_reason(m, c))
+
+
+def _act_mode_reason(config):
+    if config.act_mode != "weight_only":
+        return (f"WeightOnlyConv is weight-only; --act-mode {config.act_mode} applies to linear layers", "")
+    return None
 
 
 def _layout_reason(m: ConvMatch, config, layout):

@@ -13,16 +13,19 @@ import onnx_graphsurgeon as gs
 
 from graph_passes import op as woq_op
 from graph_passes.passes._common import ONNX_FLOAT, PassRun, bias_storage, op_act_dtype
+from graph_passes.op import weight_sums_of
 from graph_passes.passes.epilogue import fuse_epilogues
 from graph_passes.passes.match import constant_nbytes, find_linear_layers
 from graph_passes.quantize import act_numpy_dtype, to_act_storage
+from graph_passes.registry.act_modes import ACT_MODES
 from graph_passes.report import QuantReport
 
 
 def linear_attributes(m, config, has_zeros: bool, has_bias: bool) -> woq_op.WoqAttributes:
     return woq_op.WoqAttributes(bits=config.weight_format.bits, group_size=config.group_size, in_features=m.k,
                                 out_features=m.n, layout=config.layout, has_zeros=int(has_zeros),
-                                has_bias=int(has_bias))
+                                has_bias=int(has_bias), act_mode=ACT_MODES.get(config.act_mode).c_enum,
+                                act_asymmetric=int(config.act_asymmetric))
 
 
 def to_weight_only_linear(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
@@ -48,15 +51,17 @@ def rewrite_to_plugin(graph: gs.Graph, config, report, find, make_attributes) ->
             scales = gs.Constant(names(f"{base}_woq{qw.bits}_scales"), to_act_storage(qw.scales, act))
             zeros = (None if qw.zeros is None else
                      gs.Constant(names(f"{base}_woq{qw.bits}_zeros"), to_act_storage(qw.zeros, act)))
-            after = sum(int(c.values.nbytes) for c in (packed, scales, zeros) if c is not None)
+            sums = (gs.Constant(names(f"{base}_woq{qw.bits}_weight_sums"),
+                                weight_sums_of(qw.u, qw.bits, config.group_size)) if config.act_asymmetric else None)
+            after = sum(int(c.values.nbytes) for c in (packed, scales, zeros, sums) if c is not None)
             report.weight_bytes_before += constant_nbytes(m.source)
             report.weight_bytes_after += after
-            return packed, scales, zeros
+            return packed, scales, zeros, sums
 
         got = run.quantize(m, act, build)
         if got is None:
             continue
-        (packed, scales, zeros), shared = got
+        (packed, scales, zeros, sums), shared = got
         name = names(m.node.name or "WeightOnlyLinear")
         bias = None
         if m.bias is not None:
@@ -78,7 +83,7 @@ def rewrite_to_plugin(graph: gs.Graph, config, report, find, make_attributes) ->
             y = gs.Variable(names(f"{name}_y_{act}"), dtype=storage)
         else:
             y = out
-        woq_op.make_gs_node(m.graph, x, packed, scales, zeros, bias, y, attrs, name)
+        woq_op.make_gs_node(m.graph, x, packed, scales, zeros, bias, y, attrs, name, weight_sums=sums)
         node = m.graph.nodes[-1]  # graph.layer appends the node it makes
         if casts:
             m.graph.layer(op="Cast", name=names(f"{name}_cast_out"), inputs=[y], outputs=[out],

@@ -22,9 +22,10 @@ namespace
 constexpr int32_t kSTATUS_SUCCESS = 0;
 constexpr int32_t kSTATUS_FAILURE = -1;
 
-// The integer fields, in the order of docs/op.md; `activation` is optional (absent = none). plugin_version and
-// plugin_namespace are read by the ONNX parser to find the creator; the creator accepts them and checks that they
-// name this plugin. The activation's float parameters are kFLOAT_FIELDS.
+// The integer fields, in the order of docs/op.md; `activation`, `act_mode` and `act_asymmetric` are optional
+// (absent = none / weight-only). plugin_version and plugin_namespace are read by the ONNX parser to find the
+// creator; the creator accepts them and checks that they name this plugin. The activation's float parameters are
+// kFLOAT_FIELDS.
 struct IntField
 {
     char const* name;
@@ -49,6 +50,8 @@ constexpr IntField kINT_FIELDS[] = {
     {"has_zeros", &WeightOnlyLinearParams::hasZeros},
     {"has_bias", &WeightOnlyLinearParams::hasBias},
     {"activation", &WeightOnlyLinearParams::activation, false},
+    {"act_mode", &WeightOnlyLinearParams::actMode, false},
+    {"act_asymmetric", &WeightOnlyLinearParams::actAsymmetric, false},
 };
 
 char const* dataTypeName(DataType t)
@@ -171,6 +174,19 @@ std::string validate(WeightOnlyLinearParams const& p)
     else if (p.activation == TRT_WOQ_EPILOGUE_CLIP && !(p.clipMin <= p.clipMax))
     {
         e << "clip_min " << p.clipMin << " is not <= clip_max " << p.clipMax;
+    }
+    else if (p.actMode != TRT_WOQ_ACT_MODE_WEIGHT_ONLY && p.actMode != TRT_WOQ_ACT_MODE_W8A8_DYNAMIC)
+    {
+        e << "act_mode " << p.actMode << " is not 0 (weight-only) or 1 (W8A8)";
+    }
+    else if (p.actMode == TRT_WOQ_ACT_MODE_W8A8_DYNAMIC && (p.bits != 8 || p.hasZeros != 0))
+    {
+        e << "act_mode 1 (W8A8) takes symmetric INT8 weights, got bits " << p.bits << ", has_zeros " << p.hasZeros;
+    }
+    else if ((p.actAsymmetric != 0 && p.actAsymmetric != 1)
+        || (p.actAsymmetric && p.actMode == TRT_WOQ_ACT_MODE_WEIGHT_ONLY))
+    {
+        e << "act_asymmetric " << p.actAsymmetric << " must be 0, or 1 with act_mode 1";
     }
     return e.str();
 }
@@ -360,6 +376,10 @@ bool WeightOnlyLinearPlugin::supportsFormatCombination(
         {
             return d.type == DataType::kHALF || d.type == DataType::kBF16;
         }
+        if (pos == mParams.weightSumsIndex())
+        {
+            return d.type == DataType::kINT32;
+        }
         // scales, zeros, bias and the output: the activation's type (position 0 is decided before them).
         return d.type == inOut[kACTIVATION_IDX].desc.type;
     }
@@ -384,10 +404,13 @@ void WeightOnlyLinearPlugin::fillSizes(void* paramsOut, int64_t m) const
     p.epilogue = static_cast<trt_woq_epilogue>(mParams.activation);
     p.clip_min = mParams.clipMin;
     p.clip_max = mParams.clipMax;
+    p.act_mode = static_cast<trt_woq_act_mode>(mParams.actMode);
+    p.act_asymmetric = mParams.actAsymmetric;
     // Only sizes and options are read by the queries, but say which optional operands exist.
     static char const kPresent = 0;
     p.zeros = mParams.hasZeros ? &kPresent : nullptr;
     p.bias = mParams.hasBias ? &kPresent : nullptr;
+    p.weight_sums = mParams.actAsymmetric ? &kPresent : nullptr;
 }
 
 std::vector<int32_t> WeightOnlyLinearPlugin::validCandidates() const
@@ -444,6 +467,10 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
         {
             perGroup.push_back(mParams.zerosIndex());
         }
+        if (mParams.actAsymmetric)
+        {
+            perGroup.push_back(mParams.weightSumsIndex());
+        }
         for (int32_t idx : perGroup)
         {
             Dims const& s = in[idx].desc.dims;
@@ -452,7 +479,8 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
             if (!unknown && count != mParams.scaleRows() * mParams.outFeatures)
             {
                 return fail(mName, "configurePlugin",
-                    std::string(idx == kSCALES_IDX ? "scales" : "zeros") + " is " + dimsString(s) + ", expected ["
+                    std::string(idx == kSCALES_IDX ? "scales" : idx == mParams.zerosIndex() ? "zeros" : "weight_sums")
+                        + " is " + dimsString(s) + ", expected ["
                         + std::to_string(mParams.scaleRows()) + ", " + std::to_string(mParams.outFeatures) + "]");
             }
         }
@@ -473,7 +501,8 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
         mTimingCacheId = std::to_string(mParams.bits) + "_" + std::to_string(mParams.groupSize) + "_"
             + std::to_string(mParams.inFeatures) + "_" + std::to_string(mParams.outFeatures) + "_"
             + std::to_string(mParams.layout) + "_" + std::to_string(mParams.hasZeros) + std::to_string(mParams.hasBias)
-            + "_" + std::to_string(mActType) + "_sm" + std::to_string(mSm);
+            + "_" + std::to_string(mActType) + "_a" + std::to_string(mParams.actMode)
+            + std::to_string(mParams.actAsymmetric) + "_sm" + std::to_string(mSm);
         if (validCandidates().empty() && trt_woq_linear_candidate_count() > 0)
         {
             logWarning(std::string(kPLUGIN_NAME) + "[" + mName + "]: no kernel candidate supports M in ["
@@ -684,6 +713,7 @@ int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, Plugi
         p.scales = inputs[kSCALES_IDX];
         p.zeros = mParams.hasZeros ? inputs[mParams.zerosIndex()] : nullptr;
         p.bias = mParams.hasBias ? inputs[mParams.biasIndex()] : nullptr;
+        p.weight_sums = mParams.actAsymmetric ? inputs[mParams.weightSumsIndex()] : nullptr;
         p.output = outputs[0];
         p.workspace = workspace;
         trt_woq_linear_params sizesOnly = p;

@@ -24,7 +24,7 @@ constexpr char const* kPLUGIN_NAME = "WeightOnlyLinear";
 constexpr char const* kPLUGIN_VERSION = "1";
 constexpr char const* kPLUGIN_NAMESPACE = "";
 
-// Tensor positions. Optional inputs (zeros, bias) are present only when their flag is set, in this order.
+// Tensor positions. Optional inputs (zeros, bias, weight_sums) are present only when their flag is set, in this order.
 constexpr int32_t kACTIVATION_IDX = 0;
 constexpr int32_t kWEIGHT_IDX = 1;
 constexpr int32_t kSCALES_IDX = 2;
@@ -42,10 +42,13 @@ struct WeightOnlyLinearParams
     int32_t activation{0};  // trt_woq_epilogue applied after the bias (optional field, default 0 = none)
     float clipMin{0.f};     // clip_min / clip_max: only with activation CLIP
     float clipMax{0.f};
+    int32_t actMode{0};       // trt_woq_act_mode; optional attribute (absent = weight-only)
+    int32_t actAsymmetric{0}; // W8A8: activation offsets; the int32 weight_sums input is present
 
     int32_t zerosIndex() const noexcept { return hasZeros ? 3 : -1; }
     int32_t biasIndex() const noexcept { return hasBias ? 3 + hasZeros : -1; }
-    int32_t nbInputs() const noexcept { return 3 + hasZeros + hasBias; }
+    int32_t weightSumsIndex() const noexcept { return actAsymmetric ? 3 + hasZeros + hasBias : -1; }
+    int32_t nbInputs() const noexcept { return 3 + hasZeros + hasBias + actAsymmetric; }
     // Packed int32 weight of layout 1: [N / I, K / 2], I = 2 (INT8) or 4 (INT4).
     int64_t packedRows() const noexcept { return outFeatures / (bits == 8 ? 2 : 4); }
     int64_t packedCols() const noexcept { return inFeatures / 2; }

@@ -98,7 +98,7 @@ def copies_for(weight_bytes: int, l2_bytes: int) -> int:
 
 # ---- methods -----------------------------------------------------------------------------------------------------
 def setup_ours(lib: K.Kernels, k: int, n: int, bits: int, group: int, zeros: bool, act: str, l2: int,
-               candidate: int = K.CANDIDATE_AUTO) -> Setup:
+               candidate: int = K.CANDIDATE_AUTO, act_mode: int = K.ActMode.WEIGHT_ONLY) -> Setup:
     torch = _torch()
     dtype = torch.float16 if act == "fp16" else torch.bfloat16
     g = k if group == -1 else group
@@ -116,7 +116,8 @@ def setup_ours(lib: K.Kernels, k: int, n: int, bits: int, group: int, zeros: boo
         y = torch.empty(m, n, device="cuda", dtype=dtype)
         params = [K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act=act, x=x.data_ptr(),
                                 packed_weight=packed[i].data_ptr(), scales=scales[i].data_ptr(),
-                                zeros=zs[i].data_ptr() if zs[i] is not None else None, output=y.data_ptr())
+                                zeros=zs[i].data_ptr() if zs[i] is not None else None, output=y.data_ptr(),
+                                act_mode=act_mode)
                   for i in range(copies)]
         ws_bytes = lib.workspace_size(params[0], candidate)
         ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
@@ -168,6 +169,35 @@ def setup_torch_int4(k: int, n: int, l2: int) -> Setup:
         return [(lambda p=p, s=s: torch._weight_int4pack_mm(x, p, group, s)) for p, s in zip(packed, sz)]
 
     return Setup(wbytes, make_calls, note=f"innerKTiles={inner_k_tiles}")
+
+
+def setup_torch_int_mm(k: int, n: int, l2: int, quantize: bool) -> Setup:
+    """``torch._int_mm`` (cuBLASLt INT8 -> INT32) on an INT8 weight [K, N] (column-major, cuBLASLt's fast TN form);
+    ``quantize``: the activations are FP16 and quantized per token in torch first (absmax / 127, round, clamp), the
+    INT32 result dequantized by the token and channel scales to FP16: the W8A8 path a torch user writes. Without it,
+    X is INT8 already and the INT32 result is the output (no quantization work at all). Needs M > 16."""
+    torch = _torch()
+    wbytes = k * n + (n * 2 if quantize else 0)
+    copies = copies_for(wbytes, l2)
+    ws = [torch.randint(-127, 128, (n, k), dtype=torch.int8, device="cuda").t() for _ in range(copies)]
+    sw = [(torch.rand(1, n, device="cuda") * 0.01).to(torch.float16) for _ in range(copies)]
+
+    def make_calls(m: int):
+        if not quantize:
+            x8 = torch.randint(-127, 128, (m, k), dtype=torch.int8, device="cuda")
+            return [(lambda w=w: torch._int_mm(x8, w)) for w in ws]
+        x = torch.randn(m, k, device="cuda").to(torch.float16)
+
+        def call(w, s):
+            def run():
+                sa = x.abs().amax(dim=1, keepdim=True).float() / 127.0
+                x8 = torch.clamp(torch.round(x.float() / sa), -127, 127).to(torch.int8)
+                return (torch._int_mm(x8, w).float() * sa * s.float()).to(torch.float16)
+            return run
+
+        return [call(w, s) for w, s in zip(ws, sw)]
+
+    return Setup(wbytes, make_calls)
 
 
 def marlin_available() -> bool:
@@ -297,6 +327,17 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_ours(lib, k, n, 4, 128, True, "fp16", l2)
             elif name == "int4_g128_bf16":
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "bf16", l2)
+            elif name == "w8a8_pc":
+                setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC)
+            elif name.startswith("w8a8_pc@"):  # one W8A8 candidate by name instead of the dispatch's choice
+                setups[name] = setup_ours(lib, k, n, 8, -1, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC,
+                                          candidate=lib.candidates().index(name.split("@")[1]))
+            elif name == "w8a8_g128":
+                setups[name] = setup_ours(lib, k, n, 8, 128, False, "fp16", l2, act_mode=K.ActMode.W8A8_DYNAMIC)
+            elif name == "torch_int_mm":
+                setups[name] = setup_torch_int_mm(k, n, l2, quantize=False)
+            elif name == "torch_int_mm_quant":
+                setups[name] = setup_torch_int_mm(k, n, l2, quantize=True)
             elif name == "cublas_fp16":
                 setups[name] = setup_cublas(k, n, "fp16", l2)
             elif name == "cublas_bf16":
@@ -367,8 +408,9 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                 if "@" in name:
                     cname = name.split("@")[1]
                     bits, group = (4, 128) if name.startswith("int4") else (8, -1)
+                    mode = K.ActMode.W8A8_DYNAMIC if name.startswith("w8a8") else K.ActMode.WEIGHT_ONLY
                     cid = lib.candidates().index(cname)
-                    probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group)
+                    probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act_mode=mode)
                     if lib.supports(cid, probe, props.major * 10 + props.minor) != K.Status.OK:
                         continue
                 try:
@@ -385,6 +427,8 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
             mhz = sm_mhz[f"{k}x{n}/m{m}"] = sm_clock_mhz()
             after_compute_bound = m >= 256
             log(summary_line(rows, k, n, m, reads, mhz))
+            if any(name.startswith(("w8a8", "torch_int_mm")) for name in setups):
+                log(w8a8_line(rows, k, n, m))
         del setups
         torch.cuda.empty_cache()
         if checkpoint:
@@ -429,6 +473,26 @@ def _get(rows, k, n, m, method):
         if (r.k, r.n, r.m, r.method) == (k, n, m, method):
             return r
     return None
+
+
+W8A8_METHODS = ("w8a8_pc", "w8a8_g128", "torch_int_mm", "torch_int_mm_quant")  # and w8a8_pc@CANDIDATE
+
+
+def w8a8_line(rows, k, n, m) -> str:
+    """The W8A8 comparison of one (K, N, M): us and speedup over cuBLAS FP16 of each W8A8-related method."""
+    base = _get(rows, k, n, m, "cublas_fp16")
+    parts = []
+    by_candidate = sorted({r.method for r in rows if r.method.startswith("w8a8_pc@")})
+    for meth in ("int8_pc",) + W8A8_METHODS + tuple(by_candidate):
+        r = _get(rows, k, n, m, meth)
+        if r is None:
+            continue
+        if not r.us:
+            parts.append(f"{meth} -")
+            continue
+        x = f" ({base.us / r.us:.2f}x)" if base is not None and base.us else ""
+        parts.append(f"{meth} {r.us:.1f}{x}")
+    return f"{k}x{n} m={m} W8A8 us (x cuBLAS FP16): " + ", ".join(parts)
 
 
 def _speedup(rows, k, n, m, baseline, ours) -> float | None:
@@ -609,8 +673,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: eight LLM shapes)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)),
                     help="comma-separated M values (default: 1..16, 24, 32, 48, 64, 96, 128, ..., 1024, 2048, 4096)")
-    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16 (default: cuBLAS FP16 and BF16, torch "
-                                      "int4, Marlin when importable, and ours)")
+    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, " + ", ".join(W8A8_METHODS)
+                    + ", w8a8_pc@CANDIDATE_NAME (default: cuBLAS FP16 and BF16, torch int4, Marlin when importable, "
+                      "and ours)")
     ap.add_argument("--replays", type=int, default=25, help="timed replays per method and group (default 25)")
     ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")

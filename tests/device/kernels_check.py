@@ -174,25 +174,37 @@ class Problem:
         return bool(np.array_equal(w, self._w64.cpu().numpy()))
 
 
+def launch_poisoned(lib: K.Kernels, pr, cand: int, stream, label: str, tally: Tally):
+    """Runs candidate ``cand`` (-1: the dispatch) on problem ``pr`` (``m``, ``n``, ``act``, ``params(out)``) into a
+    NaN-poisoned output, with a workspace of the size the library asks for; (output, workspace), or None after
+    recording the failure. The workspace is poisoned too (0xAB bytes), so what a check reads back from it was
+    written by this launch."""
+    out = torch.full((pr.m, pr.n), float("nan"), dtype=DTYPES[pr.act], device="cuda")
+    prm = pr.params(out)
+    ws_bytes = lib.workspace_size(prm, cand)
+    ws = torch.full((max(ws_bytes, 1),), 0xAB, dtype=torch.uint8, device="cuda")
+    if ws_bytes:
+        prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
+    try:
+        lib.run(prm, stream=stream, candidate=cand)
+        torch.cuda.synchronize()
+    except K.KernelError as e:
+        tally.check(False, label, str(e))
+        return None
+    return out, ws
+
+
 def run_case(lib: K.Kernels, pr: Problem, candidates: list[int], tally: Tally) -> None:
     stream = torch.cuda.current_stream().cuda_stream
     tol = TOL[pr.act]
     ref_norm = pr.ref.norm().item()
     ref_max = pr.ref.abs().max().item()
     for cand in candidates:
-        out = torch.full((pr.m, pr.n), float("nan"), dtype=DTYPES[pr.act], device="cuda")  # poison
         name = "auto" if cand == -1 else lib.candidate_name(cand)
-        prm = pr.params(out)
-        ws_bytes = lib.workspace_size(prm, cand)
-        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
-        if ws_bytes:
-            prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
-        try:
-            lib.run(prm, stream=stream, candidate=cand)
-            torch.cuda.synchronize()
-        except K.KernelError as e:
-            tally.check(False, f"{pr.label()} [{name}]", str(e))
+        launched = launch_poisoned(lib, pr, cand, stream, f"{pr.label()} [{name}]", tally)
+        if launched is None:
             continue
+        out, _ = launched
         y = out.double()
         finite = bool(torch.isfinite(y).all())
         err = (y - pr.ref).norm().item() / ref_norm if finite else float("inf")

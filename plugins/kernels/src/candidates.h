@@ -67,6 +67,8 @@ extern const Candidate kGemmCandidates[];  // src/gemm/gemm_candidates.cu (M > 1
 extern const int kGemmCandidateCount;
 extern const Candidate kConvCandidates[];  // src/conv/conv.cu (op CONV2D)
 extern const int kConvCandidateCount;
+extern const Candidate kW8A8Candidates[];  // src/w8a8/w8a8.cu (act_mode W8A8_DYNAMIC)
+extern const int kW8A8CandidateCount;
 
 /* Records a failed CUDA call for trt_woq_last_cuda_error() and returns TRT_WOQ_ERR_CUDA. */
 trt_woq_status record_cuda_error(cudaError_t err);

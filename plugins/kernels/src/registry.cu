@@ -26,6 +26,7 @@ const Family kFamilies[] = {
     {kGemvCandidates, &kGemvCandidateCount},
     {kGemmCandidates, &kGemmCandidateCount},
     {kConvCandidates, &kConvCandidateCount},
+    {kW8A8Candidates, &kW8A8CandidateCount},
 };
 
 thread_local char g_last_cuda_error[96] = "";

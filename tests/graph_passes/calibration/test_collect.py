@@ -49,13 +49,13 @@ def test_plan_passes():
     assert plan_passes({"a": 5, "b": 5, "c": 20, "d": 1}, 10) == [["a", "b"], ["c"], ["d"]]
 
 
-def test_awq_edit_keeps_the_float_function(rng, tmp_path):
+def test_awq_edit_keeps_the_float_function(rng):
     """AWQ's graph edit alone (weights times s, 1/s folded or multiplied) leaves every output as it was."""
     model = calib_models.block(rng)
-    np.savez(tmp_path / "c.npz", x=calib_models.samples(rng, 8))
-    config = QuantConfig(method="awq", calib_data=str(tmp_path / "c.npz"))
+    config = QuantConfig(method="awq")
     report = QuantReport()
-    config.calibration = calibrate(model, config, base_dir=None, report=report, budget=100_000)
+    feeds = [{"x": x} for x in calib_models.samples(rng, 8)]
+    config.calibration = calibrate(model, config, feeds, base_dir=None, report=report, budget=100_000)
     assert len(config.calibration.plan) == 3  # AWQ's search goes pass by pass too
     graph = gs.import_onnx(model)
     config.calibration.prepare(graph, config, report)
@@ -68,7 +68,7 @@ def test_awq_edit_keeps_the_float_function(rng, tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-def test_awq_edit_on_the_llama_sample_folds_into_rmsnorm(tmp_path, dtype):
+def test_awq_edit_on_the_llama_sample_folds_into_rmsnorm(dtype):
     """The Llama-style sample: q/k/v's and gate/up's 1/s go into the RMSNorm weights (behind the Cast of an fp16
     graph), o_proj and down_proj get a Mul of the graph's dtype, and the float outputs do not change."""
     import importlib.util
@@ -79,10 +79,9 @@ def test_awq_edit_on_the_llama_sample_folds_into_rmsnorm(tmp_path, dtype):
     spec.loader.exec_module(llama)
     model = llama.build(hidden=256, intermediate=512, layers=1, heads=4, vocab=512, dtype=dtype, max_seq=64)
     ids = np.random.default_rng(0).integers(0, 512, (6, 1, 16))
-    np.savez(tmp_path / "c.npz", input_ids=ids)
-    config = QuantConfig(method="awq", calib_data=str(tmp_path / "c.npz"))
+    config = QuantConfig(method="awq")
     report = QuantReport()
-    config.calibration = calibrate(model, config, base_dir=None, report=report)
+    config.calibration = calibrate(model, config, [{"input_ids": i} for i in ids], base_dir=None, report=report)
     graph = gs.import_onnx(model)
     config.calibration.prepare(graph, config, report)
     edited = gs.export_onnx(graph.cleanup().toposort())
@@ -110,16 +109,16 @@ def _chain(rng, k: int, layers: int):
                       inits)
 
 
-def test_gptq_statistics_are_held_one_pass_at_a_time(rng, tmp_path):
+def test_gptq_statistics_are_held_one_pass_at_a_time(rng):
     """With a budget of two Gram matrices, GPTQ's statistics of six inputs come in three passes as the nodes are
     reached, and what is held at once stays at one pass (tracemalloc sees numpy's buffers)."""
     k, layers = 512, 6
     model = _chain(rng, k, layers)
-    np.savez(tmp_path / "c.npz", x=rng.standard_normal((4, 1, 32, k)).astype(np.float32))
-    config = QuantConfig(method="gptq", calib_data=str(tmp_path / "c.npz"))
+    feeds = [{"x": rng.standard_normal((1, 32, k)).astype(np.float32)} for _ in range(4)]
+    config = QuantConfig(method="gptq")
     gram_bytes = TensorStats.nbytes_for(k, gram=True, max_rows=0)
     report = QuantReport()
-    calibration = calibrate(model, config, base_dir=None, report=report, budget=2 * gram_bytes)
+    calibration = calibrate(model, config, feeds, base_dir=None, report=report, budget=2 * gram_bytes)
     assert len(calibration.plan) == 3
     tracemalloc.start()
     try:

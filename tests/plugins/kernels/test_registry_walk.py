@@ -30,15 +30,18 @@ AXES = (K.WeightFormat, K.ActMode, K.Op, K.Epilogue)
 
 
 def harness_combinations() -> set[tuple[str, str, str, str]]:
-    """What the plugin harness's synthetic cases and tests/device/conv_check.py (epilogues, conv2d) run."""
+    """What the plugin harness's synthetic cases, tests/device/conv_check.py (epilogues, conv2d) and
+    tests/device/w8a8_check.py (W8A8) run."""
     sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
     sys.path.insert(0, str(ROOT / "tests" / "device"))
     try:
         import conv_check
         import make_cases
+        import w8a8_check
     finally:
         del sys.path[:2]
-    return make_cases.synthetic_combinations() | conv_check.covered_combinations()
+    return (make_cases.synthetic_combinations() | conv_check.covered_combinations()
+            | w8a8_check.covered_combinations())
 
 
 def claimed(serves: K.Serves):
@@ -71,8 +74,8 @@ def test_every_claimed_combination_has_device_cases(built_library):
             if as_names(combo) not in covered:
                 missing.setdefault(as_names(combo), []).append(info.name)
     assert not missing, ("combinations claimed by candidates without a device case in "
-                         f"tests/plugins/weight_only_linear/make_cases.py SYNTHETIC_CONFIGS or "
-                         f"tests/device/conv_check.py: {missing}")
+                         f"tests/plugins/weight_only_linear/make_cases.py SYNTHETIC_CONFIGS, "
+                         f"tests/device/conv_check.py or tests/device/w8a8_check.py: {missing}")
 
 
 def valid_params(fmt: K.WeightFormat, mode: K.ActMode, op: K.Op, epilogue: K.Epilogue) -> K.LinearParams:

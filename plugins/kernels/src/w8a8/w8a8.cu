@@ -1,0 +1,696 @@
+/*
+ * W8A8 (act_mode TRT_WOQ_ACT_MODE_W8A8_DYNAMIC): activations quantized to INT8 per row block on the fly, an
+ * INT8 x INT8 -> INT32 tensor-core GEMM on the packed INT8 weights of layout 1, and a dequantizing epilogue.
+ * docs/kernels_w8a8.md describes it; graph_passes/quantizers/activations.py is the reference of the quantize step.
+ *
+ *   quantize_rows: reads each row of X once, writes codes (int8, in layout 1's k order), scales and offsets (fp32)
+ *                  into the workspace. Every float step is an explicitly rounded IEEE op (no FMA contraction), so
+ *                  the codes equal the numpy reference's bit for bit.
+ *   gemm_s8:       mma.sync.m16n8k32 s8 (SM80+) on the packed bytes (U ^ 0x80 = the signed code q = U - 128),
+ *                  cp.async multi-stage pipeline; per K group g it adds
+ *                  s_a[m, g] * s_w[g, n] * C_g[m, n] (+ o_a[m, g] * weight_sums[g, n] * s_w[g, n]) in FP32.
+ *   M <= 16:       the INT8 weight-only GEMV on the same packed weights and scales (no activation quantization).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../candidates.h"
+#include "../gemm/gemm_wgmma.cuh"  // cp.async / ldmatrix / wgmma wrappers, descriptors, the CTA rasterization
+
+namespace trt_woq {
+namespace w8a8 {
+namespace {
+
+using gemm::cp_async16;
+using gemm::cp_async_commit;
+using gemm::cp_async_wait;
+using gemm::ldmatrix_x4;
+using gemm::tile_coords;
+
+constexpr int kSmallM = 16;      // M <= 16 runs the weight-only GEMV
+constexpr int kQThreads = 256;   // quantize kernel CTA
+constexpr int kBK = 64;          // K tile: one 128-byte line of the packed layout (two INT8 channels)
+constexpr int kStages = 4;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Quantize. A thread owns chunks of 16 consecutive k (one permutation block of layout 1, docs/layouts.md step 2) and
+// writes their codes in the block's position order: position j holds k = kPerm16[j]. The GEMM then multiplies code
+// bytes position by position, in the same order as the weight bytes, and group boundaries (multiples of 32) stay put.
+
+template <typename T>
+__device__ __forceinline__ void load16(const T* src, float (&v)[16]) {
+    const uint4* p = reinterpret_cast<const uint4*>(src);
+    uint4 w[2] = {p[0], p[1]};
+    const uint32_t* u = reinterpret_cast<const uint32_t*>(w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        float2 f;
+        if constexpr (sizeof(T) == 2 && std::is_same<T, half>::value) {
+            f = __half22float2(*reinterpret_cast<const half2*>(&u[i]));
+        } else {
+            f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]));
+        }
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+
+template <bool ASYM>
+struct Range {
+    float hi, lo;  // max |x| (lo unused) or max x / min x
+    __device__ void init() { hi = ASYM ? -INFINITY : 0.f; lo = INFINITY; }
+    __device__ void add(float x) {
+        if (ASYM) { hi = fmaxf(hi, x); lo = fminf(lo, x); } else { hi = fmaxf(hi, fabsf(x)); }
+    }
+    __device__ void merge(const Range& o) { hi = fmaxf(hi, o.hi); lo = fminf(lo, o.lo); }
+    __device__ void shfl_xor(int lanes) {
+        for (int d = 1; d < lanes; d <<= 1) {
+            Range o{__shfl_xor_sync(0xffffffffu, hi, d), __shfl_xor_sync(0xffffffffu, lo, d)};
+            merge(o);
+        }
+    }
+    // Scale and offset: the float32 steps of graph_passes/quantizers/activations.py, each rounded once.
+    __device__ void params(float& s, float& o) const {
+        if (ASYM) {
+            s = __fdiv_rn(__fsub_rn(hi, lo), 255.f);
+            o = __fadd_rn(lo, __fmul_rn(128.f, s));
+        } else {
+            s = __fdiv_rn(hi, 127.f);
+            o = 0.f;
+        }
+    }
+};
+
+// Codes of 16 values in layout order; `sum` gets their sum.
+template <bool ASYM>
+__device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o, int& sum) {
+    constexpr int kPerm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+    const float div = s == 0.f ? 1.f : s;
+    const int qmin = ASYM ? -128 : -127;
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        int q = __float2int_rn(__fdiv_rn(__fsub_rn(v[kPerm16[j]], o), div));
+        q = min(max(q, qmin), 127);
+        sum += q;
+        w[j / 4] |= (uint32_t)(q & 0xff) << (8 * (j % 4));
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
+// lanes.
+template <typename T, bool ASYM>
+__global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict__ x, int8_t* __restrict__ q,
+                                                             float* __restrict__ scales, float* __restrict__ offsets,
+                                                             int* __restrict__ sums, int k, int block) {
+    const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
+    const T* xr = x + (size_t)row * k;
+    for (int base = 0; base < chunks; base += kQThreads) {
+        const int c = base + threadIdx.x;
+        const bool active = c < chunks;  // whole blocks are active or not: chunks % cpb == 0, 256 % cpb == 0
+        float v[16];
+        Range<ASYM> r;
+        r.init();
+        if (active) {
+            load16(xr + c * 16, v);
+#pragma unroll
+            for (int j = 0; j < 16; ++j) r.add(v[j]);
+        }
+        r.shfl_xor(cpb);
+        float s, o;
+        r.params(s, o);
+        int sum = 0;
+        if (active) *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
+        for (int d = 1; d < cpb; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        if (active && c % cpb == 0) {
+            const size_t g = (size_t)row * (k / block) + c / cpb;
+            scales[g] = s;
+            offsets[g] = o;
+            sums[g] = sum;
+        }
+    }
+}
+
+// One block per row (per-channel weights, other K): a CTA reduction, then a second read of the row (from L1/L2).
+template <typename T, bool ASYM>
+__global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__ x, int8_t* __restrict__ q,
+                                                           float* __restrict__ scales, float* __restrict__ offsets,
+                                                           int* __restrict__ sums, int k) {
+    __shared__ float red[2][kQThreads / 32];
+    __shared__ int red_sum[kQThreads / 32];
+    const int row = blockIdx.x, chunks = k / 16, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const T* xr = x + (size_t)row * k;
+    Range<ASYM> r;
+    r.init();
+    for (int c = threadIdx.x; c < chunks; c += kQThreads) {
+        float v[16];
+        load16(xr + c * 16, v);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) r.add(v[j]);
+    }
+    r.shfl_xor(32);
+    if (lane == 0) {
+        red[0][warp] = r.hi;
+        red[1][warp] = r.lo;
+    }
+    __syncthreads();
+    r = Range<ASYM>{red[0][lane % (kQThreads / 32)], red[1][lane % (kQThreads / 32)]};
+    r.shfl_xor(kQThreads / 32);
+    float s, o;
+    r.params(s, o);
+    int sum = 0;
+    for (int c = threadIdx.x; c < chunks; c += kQThreads) {
+        float v[16];
+        load16(xr + c * 16, v);
+        *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
+    }
+    for (int d = 1; d < 32; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    if (lane == 0) red_sum[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kQThreads / 32; ++w) sum += red_sum[w];
+        scales[row] = s;
+        offsets[row] = o;
+        sums[row] = sum;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GEMM. CTA tile BM x BN, warps WARPS_M x WARPS_N, K tile 64. Shared memory per stage: A BM rows of 64 code bytes;
+// B BN / 2 packed lines of 128 bytes (64 k of two channels, layout 1 step 4). Swizzles (16-byte chunk index):
+// A chunk ^ (row / 2) % 4 (two 64-byte rows per 128-byte bank line), B chunk ^ line % 8; both make one ldmatrix
+// (8 rows or 8 channels at one k chunk) touch 8 different 4-bank groups.
+struct GemmArgs {
+    const int8_t* a;         // [M, K] codes (workspace)
+    const float* a_scales;   // [M, groups]
+    const float* a_offsets;  // [M, groups]
+    const int8_t* b;         // packed weights, as bytes: line n / 2, 2K bytes per line
+    const void* scales;      // [groups, N] T
+    const int* weight_sums;  // [groups, N] or nullptr (symmetric activations)
+    const void* bias;        // [N] T or nullptr
+    void* c;                 // [M, N] T
+    int m, n, k, groups, ksteps_per_group;  // ksteps of 32 k
+};
+
+__device__ __forceinline__ int swz_a(int row, int chunk) { return chunk ^ ((row >> 1) & 3); }
+__device__ __forceinline__ int swz_b(int line, int chunk) { return chunk ^ (line & 7); }
+
+__device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+    if constexpr (std::is_same<T, half>::value) return __half2float(v); else return __bfloat162float(v);
+}
+
+template <int BM, int BN, int WARPS_M, int WARPS_N, typename T, bool ASYM>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs args) {
+    constexpr int kThreads = WARPS_M * WARPS_N * 32;
+    constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N, kMI = kWM / 16, kNJ = kWN / 8;
+    constexpr int kABytes = BM * kBK, kBBytes = BN / 2 * 128, kStageBytes = kABytes + kBBytes;
+    constexpr int kAIters = BM * 4 / kThreads, kBIters = BN / 2 * 8 / kThreads;
+    static_assert(kAIters >= 1 && kBIters >= 1 && kWM % 16 == 0 && kWN % 8 == 0, "tile shape");
+    extern __shared__ __align__(128) uint8_t smem[];
+
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    const int m0 = m_tile * BM, n0 = n_tile * BN;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int k_tiles = args.k / kBK;
+    const size_t line_bytes = (size_t)args.k * 2;
+
+    auto load_tile = [&](int stage, int kt) {
+        uint8_t* sa = smem + stage * kStageBytes;
+        uint8_t* sb = sa + kABytes;
+#pragma unroll
+        for (int it = 0; it < kAIters; ++it) {
+            const int i = tid + it * kThreads, row = i / 4, chunk = i % 4;
+            const bool ok = m0 + row < args.m;
+            const int8_t* src = args.a + (ok ? (size_t)(m0 + row) * args.k + kt * kBK + chunk * 16 : 0);
+            cp_async16(sa + row * kBK + swz_a(row, chunk) * 16, src, ok);
+        }
+#pragma unroll
+        for (int it = 0; it < kBIters; ++it) {
+            const int i = tid + it * kThreads, line = i / 8, chunk = i % 8;
+            const bool ok = n0 / 2 + line < args.n / 2;
+            const int8_t* src = args.b + (ok ? (size_t)(n0 / 2 + line) * line_bytes + kt * 128 + chunk * 16 : 0);
+            cp_async16(sb + line * 128 + swz_b(line, chunk) * 16, src, ok);
+        }
+    };
+
+    int acc[kMI][kNJ][4];
+    float out[kMI][kNJ][4];
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                acc[i][j][r] = 0;
+                out[i][j][r] = 0.f;
+            }
+
+    // Adds group g's integer sums, dequantized, to `out` and clears them.
+    auto flush = [&](int g) {
+        float sa[kMI][2], oa[kMI][2];
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = min(m0 + wm * kWM + i * 16 + lane / 4 + 8 * h, args.m - 1);
+                sa[i][h] = __ldg(args.a_scales + (size_t)m * args.groups + g);
+                oa[i][h] = ASYM ? __ldg(args.a_offsets + (size_t)m * args.groups + g) : 0.f;
+            }
+        const T* sw_row = static_cast<const T*>(args.scales) + (size_t)g * args.n;
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int n = min(n0 + wn * kWN + j * 8 + (lane % 4) * 2 + e, args.n - 1);
+                const float sw = to_float(sw_row[n]);
+                const float corr = ASYM ? (float)__ldg(args.weight_sums + (size_t)g * args.n + n) * sw : 0.f;
+#pragma unroll
+                for (int i = 0; i < kMI; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        float& y = out[i][j][2 * h + e];
+                        y += sa[i][h] * (sw * (float)acc[i][j][2 * h + e]);
+                        if (ASYM) y += oa[i][h] * corr;
+                        acc[i][j][2 * h + e] = 0;
+                    }
+            }
+    };
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < k_tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads();
+        if (kt + kStages - 1 < k_tiles) load_tile((kt + kStages - 1) % kStages, kt + kStages - 1);
+        cp_async_commit();
+        const uint8_t* sa = smem + (kt % kStages) * kStageBytes;
+        const uint8_t* sb = sa + kABytes;
+        uint32_t bf[kNJ][4];
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) {  // channels n .. n + 7 at k chunks 0..3 (both k32 steps)
+            const int n = wn * kWN + j * 8 + lane % 8, line = n / 2, chunk = (n % 2) * 4 + lane / 8;
+            ldmatrix_x4(bf[j], sb + line * 128 + swz_b(line, chunk) * 16);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) bf[j][r] ^= 0x80808080u;  // U = q + 128 -> signed q, per byte
+        }
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+            for (int i = 0; i < kMI; ++i) {
+                uint32_t af[4];
+                const int row = wm * kWM + i * 16 + lane % 8 + ((lane / 8) % 2) * 8, chunk = ks * 2 + lane / 16;
+                ldmatrix_x4(af, sa + row * kBK + swz_a(row, chunk) * 16);
+#pragma unroll
+                for (int j = 0; j < kNJ; ++j) mma_s8(acc[i][j], af, bf[j][2 * ks], bf[j][2 * ks + 1]);
+            }
+            const int kstep = kt * 2 + ks;
+            if ((kstep + 1) % args.ksteps_per_group == 0) flush(kstep / args.ksteps_per_group);
+        }
+    }
+    cp_async_wait<0>();
+
+    const T* bias = static_cast<const T*>(args.bias);
+    T* c = static_cast<T*>(args.c);
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) {
+        const int n = n0 + wn * kWN + j * 8 + (lane % 4) * 2;
+        if (n >= args.n) continue;  // N is even: n < N implies n + 1 < N
+        const float b0 = bias ? to_float(bias[n]) : 0.f, b1 = bias ? to_float(bias[n + 1]) : 0.f;
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = m0 + wm * kWM + i * 16 + lane / 4 + 8 * h;
+                if (m >= args.m) continue;
+                T pair[2];
+                if constexpr (std::is_same<T, half>::value) {
+                    *reinterpret_cast<half2*>(pair) =
+                        __floats2half2_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
+                } else {
+                    *reinterpret_cast<__nv_bfloat162*>(pair) =
+                        __floats2bfloat162_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
+                }
+                *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
+            }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// SM90a GEMM (per-channel weights): wgmma m64nBNk32 with both operands in shared memory. A = the activation codes
+// (s8, tokens as wgmma's M, 64 per warpgroup), B = the weight bytes U as stored (u8, channels as N): the product is
+// C' = sum a * U = C + 128 * sum a, so the epilogue subtracts 128 times the row sum the quantize kernel wrote.
+// Both tiles are K-major with 128-byte rows (128 k) and the 128-byte swizzle (chunk c of row r at c ^ r % 8); a
+// weight row is gathered from its channel's two 64-byte halves of packed lines (layout 1 step 4) by the cp.async
+// copies. Pipeline as gemm_wgmma.cuh: STAGES buffers, STAGES - 2 tiles in flight, one wgmma group in flight.
+constexpr int kWgBK = 128, kWgStages = 4;
+
+template <int BN>
+struct WgmmaS8;
+template <>
+struct WgmmaS8<128> {
+    __device__ static void run(int (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+#ifdef TRT_WOQ_WGMMA
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.u8 "
+            "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
+            "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
+            "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+              "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+              "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]),
+              "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]),
+              "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]),
+              "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]),
+              "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]),
+              "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]),
+              "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+            : "l"(da), "l"(db), "r"(accumulate));
+#endif
+    }
+};
+
+template <>
+struct WgmmaS8<256> {
+    __device__ static void run(int (&d)[128], uint64_t da, uint64_t db, int accumulate) {
+#ifdef TRT_WOQ_WGMMA
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.u8 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%2"
+            "7,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%5"
+            "2,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%7"
+            "7,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,"
+            "%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,"
+            "%122,%123,%124,%125,%126,%127"
+            "}, %128, %129, p;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+              "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
+              "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]),
+              "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]),
+              "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]),
+              "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]),
+              "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]),
+              "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]),
+              "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
+              "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]),
+              "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]),
+              "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]),
+              "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]),
+              "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]), "+r"(d[97]), "+r"(d[98]),
+              "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]), "+r"(d[105]),
+              "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
+              "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]),
+              "+r"(d[118]), "+r"(d[119]), "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]),
+              "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+            : "l"(da), "l"(db), "r"(accumulate));
+#endif
+    }
+};
+
+struct WgArgs {
+    const int8_t* a;         // [M, K] codes
+    const float* a_scales;   // [M]
+    const float* a_offsets;  // [M]
+    const int* a_sums;       // [M]
+    const int8_t* b;         // packed weights as bytes
+    const void* scales;      // [N] T
+    const int* weight_sums;  // [N] or nullptr
+    const void* bias;        // [N] T or nullptr
+    void* c;                 // [M, N] T
+    int m, n, k;
+};
+
+// CTA: BM / 64 warpgroups (BM tokens) x BN channels.
+template <int BM, int BN, typename T, bool ASYM>
+__global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
+#ifdef TRT_WOQ_WGMMA
+    constexpr int kThreads = BM * 2, kABytes = BM * kWgBK, kBBytes = BN * kWgBK, kStageBytes = kABytes + kBBytes;
+    constexpr int kDist = kWgStages - 2;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + ((1024 - (gemm::smem_addr(smem_raw) & 1023)) & 1023);
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4, wq = warp % 4;
+    int m_tile, n_tile;
+    tile_coords(m_tile, n_tile);
+    const int m0 = m_tile * BM, n0 = n_tile * BN;
+    const int k_tiles = args.k / kWgBK;
+    const size_t line_bytes = (size_t)args.k * 2;
+
+    auto load_tile = [&](int stage, int kt) {
+        unsigned char* sa = smem + stage * kStageBytes;
+        unsigned char* sb = sa + kABytes;
+#pragma unroll
+        for (int it = 0; it < BM * 8 / kThreads; ++it) {
+            const int i = tid + it * kThreads, row = i / 8, chunk = i % 8;
+            const bool ok = m0 + row < args.m;
+            const int8_t* src = args.a + (ok ? (size_t)(m0 + row) * args.k + kt * kWgBK + chunk * 16 : 0);
+            cp_async16(sa + row * 128 + (chunk ^ (row & 7)) * 16, src, ok);
+        }
+#pragma unroll
+        for (int it = 0; it < BN * 8 / kThreads; ++it) {
+            const int i = tid + it * kThreads, row = i / 8, chunk = i % 8, n = n0 + row;
+            const bool ok = n < args.n;
+            // chunk c of channel n: 64-k segment kt * 2 + c / 4 of line n / 2, half n % 2, 16 bytes c % 4
+            const int8_t* src = args.b + (ok ? (size_t)(n / 2) * line_bytes + (size_t)(kt * 2 + chunk / 4) * 128 +
+                                                   (n % 2) * 64 + (chunk % 4) * 16
+                                             : 0);
+            cp_async16(sb + row * 128 + (chunk ^ (row & 7)) * 16, src, ok);
+        }
+    };
+
+    int acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0;
+#pragma unroll
+    for (int s = 0; s < kDist; ++s) {
+        if (s < k_tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<kDist - 1>();  // tile kt landed
+        gemm::fence_proxy_async();  // cp.async (generic proxy) writes -> wgmma (async proxy) reads
+        __syncthreads();             // for all threads; every warpgroup's wgmma of tile kt - 2 is done
+        if (kt + kDist < k_tiles) load_tile((kt + kDist) % kWgStages, kt + kDist);
+        cp_async_commit();
+        const unsigned char* sa = smem + (kt % kWgStages) * kStageBytes;
+        const uint64_t da = gemm::swizzle128_desc(gemm::smem_addr(sa + wg * 64 * 128));
+        const uint64_t db = gemm::swizzle128_desc(gemm::smem_addr(sa + kABytes));
+        gemm::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kWgBK / 32; ++ks) {
+            WgmmaS8<BN>::run(acc, da + uint64_t(2 * ks), db + uint64_t(2 * ks), kt > 0 || ks > 0);
+        }
+        gemm::wgmma_commit();
+        gemm::wgmma_wait<1>();
+    }
+    gemm::wgmma_wait<0>();
+    cp_async_wait<0>();
+
+    // acc[4j + e]: token row 16 wq + g (+8 for e >= 2) of this warpgroup's 64, channel 8j + 2(t%4) + (e & 1).
+    const T* sw = static_cast<const T*>(args.scales);
+    const T* bias = static_cast<const T*>(args.bias);
+    T* c = static_cast<T*>(args.c);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wg * 64 + wq * 16 + lane / 4 + 8 * h;
+        if (m >= args.m) continue;
+        const float sa = args.a_scales[m], oa = ASYM ? args.a_offsets[m] : 0.f;
+        const int zero_sum = 128 * args.a_sums[m];
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const int n = n0 + 8 * j + 2 * (lane % 4);
+            if (n >= args.n) continue;  // N is even
+            float y[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float s = to_float(sw[n + e]);
+                y[e] = sa * (s * (float)(acc[4 * j + 2 * h + e] - zero_sum));
+                if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
+                if (bias) y[e] += to_float(bias[n + e]);
+            }
+            T pair[2];
+            if constexpr (std::is_same<T, half>::value) {
+                *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y[0], y[1]);
+            } else {
+                *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y[0], y[1]);
+            }
+            *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
+        }
+    }
+#else
+    __trap();  // built without sm_90a: wgmma_supports() never selects this kernel on such a device
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Workspace: codes [M, K] int8, then scales and offsets [M, groups] fp32 and code sums [M, groups] int32, each at a
+// 256-byte boundary.
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+int groups_of(const trt_woq_linear_params* p) { return p->group_size == -1 ? 1 : int(p->k / p->group_size); }
+size_t codes_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * p->k); }
+size_t params_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * groups_of(p) * sizeof(float)); }
+
+struct Tile {
+    const char* name;
+    int bm, bn;
+    bool wgmma;  // SM90a, per-channel weights, K % 128 == 0
+};
+constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, false}, {"w8a8_mma_64x128", 64, 128, false},
+                           {"w8a8_wgmma_128x128", 128, 128, true}, {"w8a8_wgmma_64x128", 64, 128, true},
+                           {"w8a8_wgmma_128x256", 128, 256, true}};
+constexpr int kBN = 128;  // mma.sync tiles
+
+template <typename T, bool ASYM>
+trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream_t stream) {
+    const int m = int(p->m), k = int(p->k), n = int(p->n), groups = groups_of(p);
+    const int block = k / groups;
+    int8_t* codes = static_cast<int8_t*>(p->workspace);
+    float* a_scales = reinterpret_cast<float*>(static_cast<uint8_t*>(p->workspace) + codes_bytes(p));
+    float* a_offsets = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a_scales) + params_bytes(p));
+    int* a_sums = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(a_offsets) + params_bytes(p));
+    const T* x = static_cast<const T*>(p->activation);
+    if (block <= 256 && (block & (block - 1)) == 0) {  // the lanes of a block form an aligned power-of-two group
+        quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block);
+    } else {
+        quantize_rows<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k);
+    }
+    trt_woq_status s = check_launch();
+    if (s != TRT_WOQ_OK) return s;
+    const int bm = kTiles[tile].bm, bn = kTiles[tile].bn;
+    const dim3 grid((m + bm - 1) / bm, (n + bn - 1) / bn);
+    auto run = [&](auto kernel, int threads, int smem, const auto& args) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return record_cuda_error(err);
+        kernel<<<grid, threads, smem, stream>>>(args);
+        return check_launch();
+    };
+    if (kTiles[tile].wgmma) {
+        const WgArgs args{codes, a_scales, a_offsets, a_sums, static_cast<const int8_t*>(p->packed_weight), p->scales,
+                          static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k};
+        const int smem = kWgStages * (bm + bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
+        if (bn == 256) return run(gemm_s8_wgmma<128, 256, T, ASYM>, 256, smem, args);
+        if (bm == 64) return run(gemm_s8_wgmma<64, 128, T, ASYM>, 128, smem, args);
+        return run(gemm_s8_wgmma<128, 128, T, ASYM>, 256, smem, args);
+    }
+    const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
+                        static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
+    if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, 256, kStages * (128 * kBK + kBN / 2 * 128), args);
+    return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, 256, kStages * (64 * kBK + kBN / 2 * 128), args);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Candidates.
+constexpr Serves kW8A8Linear = {bit(TRT_WOQ_WEIGHT_INT8), bit(TRT_WOQ_ACT_MODE_W8A8_DYNAMIC), bit(TRT_WOQ_OP_LINEAR),
+                                bit(TRT_WOQ_EPILOGUE_NONE)};
+
+// Symmetric weights only: the epilogue has no o_w term (the op contract refuses zero points with W8A8).
+template <int TILE>
+trt_woq_status gemm_supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (p->zeros != nullptr) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    // INT32 sums of one group: |a * w| <= 128 * 128 (mma.sync, signed codes) or 128 * 255 (wgmma: unsigned U), so
+    // a group may span at most 131072 or 65536 k.
+    const int64_t group_k = p->group_size == -1 ? p->k : p->group_size;
+    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || group_k > (kTiles[TILE].wgmma ? 65536 : 131072) ||
+        p->n > INT32_MAX / 2) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    if (kTiles[TILE].wgmma) {
+        // sm_90a code (the library builds 90a-real; it does not run on later major versions either)
+        if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+        if (p->group_size != -1 || p->k % kWgBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    return TRT_WOQ_OK;
+}
+
+size_t gemm_workspace(const trt_woq_linear_params* p, int32_t) {
+    return p->m == 0 ? 0 : codes_bytes(p) + 3 * params_bytes(p);
+}
+
+template <int TILE>
+trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16, asym = p->act_asymmetric != 0;
+    if (bf16) return asym ? launch_typed<__nv_bfloat16, true>(p, TILE, stream)
+                          : launch_typed<__nv_bfloat16, false>(p, TILE, stream);
+    return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
+}
+
+// wgmma where it runs (SM90, per-channel), else mma.sync; within each kind the 128 x 128 tile when its grid fills the
+// GPU's 132 SMs (H100) at least once, the 64 x 128 tile otherwise. The 128 x 256 wgmma tile is never the automatic
+// pick: measured against 128 x 128 in one run it won at 4096 x 4096 (M 1024, 4096) and lost by up to 1.4x at
+// 14336 x 4096 and 4096 x 28672 (docs/performance.md, W8A8); it stays usable by id.
+int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
+    return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
+}
+template <int TILE>
+int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
+    const Tile& t = kTiles[TILE];
+    const int base = t.wgmma ? 70 : 50;
+    if (t.bn == 256) return base;
+    if (t.bm == 64) return base + 1;
+    return ctas(p, t) >= 132 ? base + 2 : base;
+}
+
+// M <= 16: the INT8 weight-only kernels on the same packed weights and scales. At these sizes the GEMV streams the
+// weights at memory speed and quantizing X would only add a launch; the activations are then not rounded to INT8.
+trt_woq_linear_params as_weight_only(const trt_woq_linear_params* p) {
+    trt_woq_linear_params q = *p;
+    q.act_mode = TRT_WOQ_ACT_MODE_WEIGHT_ONLY;
+    q.act_asymmetric = 0;
+    q.weight_sums = nullptr;
+    return q;
+}
+
+trt_woq_status small_supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (p->m > kSmallM || p->zeros != nullptr) return p->zeros ? TRT_WOQ_ERR_UNSUPPORTED_OPTION
+                                                               : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    const trt_woq_linear_params q = as_weight_only(p);
+    return trt_woq_linear_dispatch(&q, sm) >= 0 ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+}
+
+size_t small_workspace(const trt_woq_linear_params* p, int32_t sm) {
+    const trt_woq_linear_params q = as_weight_only(p);
+    return trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &q, sm);
+}
+
+trt_woq_status small_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    const trt_woq_linear_params q = as_weight_only(p);
+    return trt_woq_linear_run(TRT_WOQ_CANDIDATE_AUTO, &q, stream);
+}
+
+int32_t small_score(const trt_woq_linear_params*, int32_t) { return 100; }
+
+}  // namespace
+}  // namespace w8a8
+
+#define TRT_WOQ_W8A8_GEMM_CANDIDATE(tile)                                                                  \
+    {w8a8::kTiles[tile].name, w8a8::kW8A8Linear, w8a8::gemm_supports<tile>, w8a8::gemm_workspace,            \
+     w8a8::gemm_launch<tile>, w8a8::gemm_score<tile>}
+const Candidate kW8A8Candidates[] = {
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(0),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(1),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(2),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(3),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(4),
+    {"w8a8_small_m_weight_only", w8a8::kW8A8Linear, w8a8::small_supports, w8a8::small_workspace, w8a8::small_launch,
+     w8a8::small_score},
+};
+const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
+
+}  // namespace trt_woq

@@ -1,0 +1,185 @@
+"""Device test of the W8A8 kernels (act_mode W8A8_DYNAMIC) through the public C ABI.
+
+    TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
+        python3 tests/device/w8a8_check.py [--seed S]
+
+1. Quantize step, bit for bit: the codes (in layout 1's k order), scales, offsets and code sums the kernel leaves in its
+   workspace equal graph_passes.quantizers.activations' (float32 steps) for every row.
+2. Output: every W8A8 candidate and the dispatch, M in {1, 5, 16} (the weight-only GEMV path: reference X @ W) and
+   {17, 33, 130, 257} (the INT8 GEMMs: reference graph_passes.op.w8a8_evaluate, the exact integer GEMM per group and
+   the offset correction in float64); N not a multiple of the tiles (70, 130, 258), K of 3 to 64 K tiles (192, 384,
+   1088, 1152, 4096; the wgmma candidate takes K % 128 == 0); group
+   sizes -1/32/64/128/256 where they divide K; symmetric and asymmetric activations; bias on/off; FP16 and BF16.
+   Fresh random data each run (seed printed): weights quantized and packed by graph_passes, activations with a
+   different magnitude per row and a few outlier channels. Outputs poisoned with NaN before each launch. Pass when
+   the normwise relative error is below the output type's tolerance and the largest error below 4x that of max|Y|.
+3. Refusals: zero points (asymmetric weights) come back UNSUPPORTED_OPTION.
+
+Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+try:
+    import torch
+    from kernels_check import DTYPES, Tally, launch_poisoned  # tests/device/: the same tally and poisoned launch
+except ImportError:  # covered_combinations() is read on machines without torch
+    torch = None
+
+from graph_passes import op
+from graph_passes.layouts import interleaved_v1
+from graph_passes.quantize import quantize_rtn
+from graph_passes.quantizers.activations import quantize_activations
+from trt_woq import kernels as K
+
+# Normwise relative tolerance: FP32 accumulation of the dequantized groups plus the output's rounding.
+TOL = {"fp16": 1e-3, "bf16": 8e-3}
+PERM16 = np.array([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15])
+SMALL_M = 16
+
+
+def covered_combinations() -> set[tuple[str, str, str, str]]:
+    """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that this check runs on every W8A8
+    candidate (read by tests/plugins/kernels/test_registry_walk.py without a GPU)."""
+    return {("int8", "w8a8_dynamic", "linear", "none")}
+
+
+def _act_numpy(x: torch.Tensor) -> np.ndarray:
+    """The activation values as float32 numpy (exact for fp16 and bf16)."""
+    return x.float().cpu().numpy()
+
+
+_WEIGHTS: dict = {}
+
+
+def quantized_weight(k, n, group, act, rng):
+    """A fresh random weight quantized by graph_passes, one per (K, N, group, act) of the run."""
+    key = (k, n, group, act)
+    if key not in _WEIGHTS:
+        w = rng.standard_normal((k, n)) * 0.05
+        w[rng.integers(0, k, 3)] *= 4.0
+        _WEIGHTS[key] = quantize_rtn(w.astype(np.float32), 8, group, False, act)
+    return _WEIGHTS[key]
+
+
+class Problem:
+    def __init__(self, m, k, n, group, act, asym, bias, rng):
+        self.m, self.k, self.n, self.group, self.act, self.asym = m, k, n, group, act, asym
+        dtype = DTYPES[act]
+        qw = quantized_weight(k, n, group, act, rng)
+        self.attrs = op.WoqAttributes(bits=8, group_size=group, in_features=k, out_features=n, has_bias=int(bias),
+                                      act_mode=1, act_asymmetric=int(asym))
+        packed = interleaved_v1.pack(qw.u, 8)
+        self.packed = torch.from_numpy(packed).cuda()
+        self.scales = torch.from_numpy(qw.scales).to(dtype).cuda()
+        sums = op.weight_sums_of(qw.u, 8, group)
+        self.weight_sums = torch.from_numpy(sums).cuda() if asym else None
+        self.bias = torch.from_numpy(rng.standard_normal(n) * 0.1).to(dtype).cuda() if bias else None
+        x = rng.standard_normal((m, k)) * rng.uniform(0.05, 4.0, (m, 1)) + (rng.uniform(-1, 1, (m, 1)) if asym else 0)
+        x[:, rng.integers(0, k, 2)] *= 8.0  # outlier channels, as in transformers
+        self.x = torch.from_numpy(x).to(dtype).cuda()
+        xf = _act_numpy(self.x)
+        scales = self.scales.float().cpu().numpy()
+        if m <= SMALL_M:  # the weight-only path: X @ W
+            self.ref = xf.astype(np.float64) @ interleaved_v1.dequantize_reference(packed, scales, None, k, n, 8, group)
+        else:
+            self.ref = op.w8a8_evaluate(xf, packed, scales, sums if asym else None, self.attrs)
+        if bias:
+            self.ref = self.ref + self.bias.double().cpu().numpy()
+        self.xf = xf
+
+    def label(self) -> str:
+        return (f"m={self.m} k={self.k} n={self.n} g{self.group} {self.act}{' asym' if self.asym else ''}"
+                f"{' bias' if self.bias is not None else ''}")
+
+    def params(self, out, zeros=None) -> K.LinearParams:
+        return K.make_params(m=self.m, n=self.n, k=self.k, bits=8, group_size=self.group, act=self.act,
+                             x=self.x.data_ptr(), packed_weight=self.packed.data_ptr(),
+                             scales=self.scales.data_ptr(), zeros=zeros,
+                             bias=self.bias.data_ptr() if self.bias is not None else None, output=out.data_ptr(),
+                             act_mode=K.ActMode.W8A8_DYNAMIC, act_asymmetric=self.asym,
+                             weight_sums=self.weight_sums.data_ptr() if self.weight_sums is not None else None)
+
+
+def check_workspace(pr: Problem, ws: torch.Tensor, label: str, tally: Tally) -> None:
+    """The quantize kernel's codes / scales / offsets / code sums (workspace layout of src/w8a8/w8a8.cu) vs the
+    numpy steps."""
+    qa = quantize_activations(pr.xf, pr.group, pr.asym)
+    m, k = pr.m, pr.k
+    groups = qa.scales.shape[-1]
+    codes = ws[:m * k].cpu().numpy().view(np.int8).reshape(m, k // 16, 16)
+    expect = qa.codes.reshape(m, k // 16, 16)[:, :, PERM16]
+    off = (m * k + 255) // 256 * 256
+    pbytes = (m * groups * 4 + 255) // 256 * 256
+    scales = ws[off:off + m * groups * 4].cpu().numpy().view(np.float32).reshape(m, groups)
+    offsets = ws[off + pbytes:off + pbytes + m * groups * 4].cpu().numpy().view(np.float32).reshape(m, groups)
+    sums = ws[off + 2 * pbytes:off + 2 * pbytes + m * groups * 4].cpu().numpy().view(np.int32).reshape(m, groups)
+    same = np.array_equal(codes, expect) and np.array_equal(scales, qa.scales) and \
+        (not pr.asym or np.array_equal(offsets, qa.offsets)) and np.array_equal(sums, qa.row_sums)
+    tally.check(same, f"{label} quantize bit-exact", f"codes differ at {int((codes != expect).sum())} places, "
+                f"scales at {int((scales != qa.scales).sum())}")
+
+
+def run_case(lib: K.Kernels, pr: Problem, candidates: list[int], tally: Tally) -> None:
+    stream = torch.cuda.current_stream().cuda_stream
+    tol = TOL[pr.act]
+    ref_norm = float(np.linalg.norm(pr.ref))
+    ref_max = float(np.abs(pr.ref).max())
+    for cand in candidates:
+        probe = pr.params(torch.empty(1, device="cuda"))
+        if cand != -1 and lib.supports(cand, probe) != K.Status.OK:
+            continue
+        name = "auto" if cand == -1 else lib.candidate_name(cand)
+        launched = launch_poisoned(lib, pr, cand, stream, f"{pr.label()} [{name}]", tally)
+        if launched is None:
+            continue
+        out, ws = launched
+        y = out.double().cpu().numpy()
+        finite = bool(np.isfinite(y).all())
+        err = float(np.linalg.norm(y - pr.ref)) / ref_norm if finite else float("inf")
+        max_err = float(np.abs(y - pr.ref).max()) if finite else float("inf")
+        ok = finite and err <= tol and max_err <= 4 * tol * ref_max
+        tally.check(ok, f"{pr.label()} [{name}]", f"rel {err:.2e} max {max_err:.2e} (tol {tol:g}, finite {finite})")
+        if pr.m > SMALL_M and cand != -1:
+            check_workspace(pr, ws, f"{pr.label()} [{name}]", tally)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (1 << 31))
+    print(f"seed {seed}", flush=True)
+    rng = np.random.default_rng(seed)
+    lib = K.load()
+    w8a8 = [i for i, name in enumerate(lib.candidates()) if name.startswith("w8a8")]
+    candidates = [-1] + w8a8
+    print("candidates:", ", ".join(lib.candidate_name(i) for i in w8a8), flush=True)
+    tally = Tally()
+    for k, n in ((192, 70), (384, 258), (1088, 130), (1152, 70), (4096, 258)):
+        for group in (-1, 32, 64, 128, 256):
+            if group != -1 and k % group:
+                continue
+            for m in (1, 5, 16, 17, 33, 130, 257):
+                for act in ("fp16", "bf16"):
+                    for asym in (False, True):
+                        bias = bool(rng.integers(0, 2))
+                        run_case(lib, Problem(m, k, n, group, act, asym, bias, rng), candidates, tally)
+    # refusals: zero points are not served
+    pr = Problem(33, 192, 70, -1, "fp16", False, False, rng)
+    out = torch.empty(33, 70, dtype=torch.float16, device="cuda")
+    prm = pr.params(out, zeros=pr.scales.data_ptr())
+    for cand in w8a8:
+        tally.check(lib.supports(cand, prm) == K.Status.UNSUPPORTED_OPTION,
+                    f"zeros refused [{lib.candidate_name(cand)}]")
+    print(f"{tally.passed} passed, {tally.failed} failed", flush=True)
+    return 1 if tally.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""SmoothQuant smoothing (graph_passes.smoothing): the float function is kept, the scales follow the formula, and
+W8A8 error drops on a layer whose input has outlier channels."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import woq_models as models
+from graph_passes import QuantConfig
+from graph_passes.__main__ import main
+from graph_passes.compare import plugin_to_qdq
+from graph_passes.smoothing import smooth_model, smoothing_scales
+
+
+def _outlier_mlp(rng, k=256, n=128, outliers=(3, 77), factor=60.0):
+    """X -> LayerNorm-free MatMul+Add -> Relu -> MatMul, with a few input channels scaled up inside the graph (a
+    constant Mul), as the residual streams of trained transformers have."""
+    gain = np.ones(k, np.float32)
+    gain[list(outliers)] = factor
+    inits = [numpy_helper.from_array(gain, "gain"), numpy_helper.from_array(models.weight(rng, k, n), "w1"),
+             numpy_helper.from_array((rng.standard_normal(n) * 0.1).astype(np.float32), "b1"),
+             numpy_helper.from_array(models.weight(rng, n, k), "w2")]
+    nodes = [helper.make_node("Mul", ["x", "gain"], ["xg"], name="gain"),
+             helper.make_node("MatMul", ["xg", "w1"], ["h0"], name="fc1"),
+             helper.make_node("Add", ["h0", "b1"], ["h1"], name="fc1_bias"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="act"),
+             helper.make_node("MatMul", ["h2", "w2"], ["y"], name="fc2")]
+    return models.make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S", k])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", k])], inits)
+
+
+def _feeds(rng, count=4, k=256):
+    return [{"x": rng.standard_normal((2, 16, k)).astype(np.float32)} for _ in range(count)]
+
+
+def test_scales_formula_and_guards():
+    a = np.array([4.0, 0.0, 1.0, 9.0])
+    w = np.array([1.0, 2.0, 0.0, 0.25])
+    s = smoothing_scales(a, w, 0.5)
+    assert np.allclose(s, [2.0, 1.0, 1.0, 6.0])
+    assert smoothing_scales(np.array([1e30]), np.array([1e-30]), 1.0)[0] == 1e5
+
+
+def test_smoothing_keeps_the_float_function(rng):
+    model = _outlier_mlp(rng)
+    config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=0.5)
+    smoothed, res = smooth_model(model, config, _feeds(rng), 0.5)
+    assert (res.smoothed, res.tensors, res.skipped) == (2, 2, 0)
+    onnx.checker.check_model(smoothed)
+    x = rng.standard_normal((2, 5, 256)).astype(np.float32)
+    y0 = models.ort_run(model, {"x": x})[0].astype(np.float64)
+    y1 = models.ort_run(smoothed, {"x": x})[0].astype(np.float64)
+    assert np.linalg.norm(y1 - y0) < 1e-5 * np.linalg.norm(y0)
+    assert sum(n.op_type == "Mul" for n in smoothed.graph.node) == 3  # the model's gain + one per activation
+
+
+def test_smoothing_lowers_w8a8_error_on_outlier_channels(rng, tmp_path, capsys):
+    src = tmp_path / "m.onnx"
+    onnx.save(_outlier_mlp(rng), src)
+    feeds = _feeds(rng, 8)
+    np.savez(tmp_path / "calib.npz", x=np.stack([f["x"] for f in feeds]))
+    x = rng.standard_normal((2, 16, 256)).astype(np.float32)
+    y0 = models.ort_run(onnx.load(str(src)), {"x": x})[0].astype(np.float64)
+    errors = {}
+    for label, extra in (("plain", []), ("smooth", ["--smooth-alpha", "0.5", "--calib-data",
+                                                    str(tmp_path / "calib.npz")])):
+        dst = tmp_path / f"{label}.onnx"
+        argv = ["quantize", str(src), "-o", str(dst), "--bits", "8", "--group-size", "-1", "--act-mode", "w8a8"]
+        assert main(argv + extra) == 0
+        out = capsys.readouterr().out
+        assert ("SmoothQuant (alpha 0.5, 8 calibration sample(s)): 2 layer(s)" in out) == (label == "smooth")
+        y = models.ort_run(plugin_to_qdq(onnx.load(str(dst))), {"x": x})[0].astype(np.float64)
+        errors[label] = np.linalg.norm(y - y0) / np.linalg.norm(y0)
+    assert errors["smooth"] < 0.5 * errors["plain"], errors
+
+
+@pytest.mark.parametrize("argv,msg", [(["--bits", "8", "--smooth-alpha", "0.5"], "needs a quantized activation mode"),
+                                      (["--bits", "8", "--act-mode", "w8a8", "--smooth-alpha", "0.5"],
+                                       "needs calibration data"),
+                                      (["--bits", "8", "--act-mode", "w8a8", "--smooth-alpha", "1.5"],
+                                       "must be in [0, 1]")])
+def test_smoothing_refusals(rng, tmp_path, capsys, argv, msg):
+    src = tmp_path / "m.onnx"
+    onnx.save(_outlier_mlp(rng), src)
+    assert main(["quantize", str(src), *argv]) == 2
+    assert msg in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
