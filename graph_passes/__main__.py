@@ -23,7 +23,7 @@ MAX_INPUT_ELEMENTS = 1 << 28  # per generated compare input: 1 GiB of float32
 
 # ------------------------------------------------------------------------------------------------------ commands
 def cmd_quantize(args) -> int:
-    """Quantize the weights of MODEL's MatMul / Gemm nodes to INT4 or INT8 (weight-only, round to nearest).
+    """Quantize the weights of MODEL's MatMul / Gemm nodes to INT4 or INT8 (weight-only).
 
     Writes OUT (default MODEL.woq_<options>.onnx), with WeightOnlyLinear nodes for the TensorRT plugin (--format
     plugin) or standard DequantizeLinear + MatMul (--format qdq, opset 21). Prints a summary of the nodes rewritten and
@@ -31,7 +31,8 @@ def cmd_quantize(args) -> int:
     K not a multiple of 64 or of the group size, NaN/Inf, ...) is skipped and listed; when no node at all can be
     quantized nothing is written and the command fails. An existing OUT is refused unless --force; the input is never
     modified. Models with external data are read from beside MODEL, and OUT uses external data (OUT.data) when MODEL
-    did or the weights come near protobuf's 2 GB limit.
+    did or the weights come near protobuf's 2 GB limit. --method awq / gptq first run the calibration samples
+    (--calib-data / --calib-script) through MODEL with ONNX Runtime and keep statistics of each linear's input.
     """
     from graph_passes.pipeline import quantize_model
 
@@ -286,10 +287,11 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", type=_file_name, help="output .onnx file")
     _add_quant_options(p)
     p.add_argument("--calib-data", metavar="FILE.npz",
-                   help="calibration inputs (for --smooth-alpha): one array per model input, named after it, with a "
-                        "leading sample axis")
+                   help="calibration inputs (for --method awq / gptq and --smooth-alpha): one array per model input, "
+                        "named after it, with a leading sample axis (sample i is fed as array[i])")
     p.add_argument("--calib-script", metavar="FILE.py[:FUNC]",
-                   help="calibration inputs: FUNC() (default load_data) returns an iterable of feed dicts")
+                   help="calibration inputs: FUNC() (default load_data) returns an iterable of feed dicts "
+                        "(polygraphy's data-loader convention)")
     p.add_argument("--calib-samples", type=int, metavar="N", help="use at most N calibration samples (default all)")
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing output / report (never the input or its external data)")

@@ -29,6 +29,7 @@ class QuantConfig:
     ``act_asymmetric``: a quantized activation mode with an offset per row block (default symmetric).
     ``smooth_alpha``: SmoothQuant smoothing of a quantized activation mode (``graph_passes.smoothing``); the
     calibration samples are given to :func:`graph_passes.pipeline.quantize_model`.
+    ``calibration``: the statistics of a method that needs calibration (``graph_passes.calibration``), once gathered.
     """
 
     bits: int = 4
@@ -48,6 +49,7 @@ class QuantConfig:
     external_data_dir: str | None = None
     progress: bool = False
     fuse_activations: bool = True
+    calibration: object = field(default=None, repr=False)
     _include_re: list = field(default_factory=list, init=False, repr=False)
     _exclude_re: list = field(default_factory=list, init=False, repr=False)
 

@@ -15,6 +15,7 @@ import os
 from graph_passes.config import QuantConfig
 from graph_passes.errors import UserError
 from graph_passes.files import Outputs, all_tensors, external_data_files
+from graph_passes.registry.methods import METHODS
 from graph_passes.report import QuantReport
 
 EXTERNAL_DATA_THRESHOLD = 1 << 30  # bytes of initializers above which the output uses external data (< 2 GB limit)
@@ -147,6 +148,8 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
     model = _prepare_opset(model, config, report)
     graph = gs.import_onnx(model)
     keep_overridable_inputs(model, graph)
+    if config.calibration is not None:  # AWQ scales the graph's weights and activations before quantizing
+        config.calibration.prepare(graph, config, report)
     get_pass(config.format)(graph, config, report)
     out = gs.export_onnx(graph, do_type_check=False)
     hoist_shared_initializers(out)
@@ -183,6 +186,10 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
                             f"sample(s)): {smoothed.smoothed} layer(s) over {smoothed.tensors} activation tensor(s) "
                             f"smoothed, {smoothed.skipped} left as they are (Gemm, or a weight behind Cast / "
                             f"Transpose)")
+    if config.calibration is None and METHODS.get(config.method).needs_calibration:
+        from graph_passes.calibration.methods import calibrate
+
+        config.calibration = calibrate(model, config, calib_feeds, base_dir=base_dir, report=report)
     out = run_passes(model, config, report)
     del model
     if not report.rewritten:
@@ -264,4 +271,5 @@ def tensorrt_notes(config: QuantConfig) -> list[str]:
 def _config_dict(config: QuantConfig) -> dict:
     return {"bits": config.bits, "group_size": config.group_size, "asymmetric": config.asymmetric,
             "format": config.format, "act_dtype": config.act_dtype, "include": list(config.include),
-            "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout}
+            "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout,
+            "method": config.method}

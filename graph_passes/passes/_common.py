@@ -63,8 +63,9 @@ class QuantizeOnce:
             w = match.load_weight(self.config.external_data_dir)
             c = self.config
             name = f"{match.node.name} (weight '{match.source_name}')"
+            stats = None if c.calibration is None else c.calibration.for_tensor(match.x.name)
             qw = quantize_checked(lambda: self.method.quantize(w, self.fmt, c.group_size, c.asymmetric, act_dtype,
-                                                               c.clip_ratios, name=name),
+                                                               c.clip_ratios, name=name, stats=stats),
                                   w, act_dtype, match.graph_act == "fp32", name)
             del w
         except QuantizationError as exc:

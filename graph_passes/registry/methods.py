@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from graph_passes.registry import Registry
+from graph_passes.registry import Ref, Registry
 
 
 @dataclass(frozen=True)
@@ -32,4 +32,17 @@ RTN = METHODS.add(QuantMethod(name="rtn", summary="round to nearest with a per-g
                               needs_calibration=False,
                               tests=("tests/graph_passes/test_quantize.py::test_search_improves_int4_on_outliers",)))
 
-__all__ = ["METHODS", "RTN", "QuantMethod", "rtn"]
+def _calibrated(name: str, summary: str, algorithm_test: str) -> QuantMethod:
+    """A method of ``graph_passes.calibration.methods`` (imported when first used); it needs calibration data."""
+    tests = "tests/graph_passes/calibration/"
+    return METHODS.add(QuantMethod(name=name, summary=f"{summary} (needs calibration data)",
+                                   quantize=Ref(f"graph_passes.calibration.methods:{name}"), needs_calibration=True,
+                                   tests=(tests + algorithm_test, tests + "test_cli.py::test_plugin_equals_qdq")))
+
+
+AWQ = _calibrated("awq", "activation-aware scaling of input channels, then an output-error clip search",
+                  "test_algorithms.py::test_awq_beats_rtn_on_outlier_channels")
+GPTQ = _calibrated("gptq", "rounding error spread over the not yet quantized inputs through the inverse Hessian",
+                   "test_algorithms.py::test_gptq_lowers_output_error_on_correlated_inputs")
+
+__all__ = ["AWQ", "GPTQ", "METHODS", "RTN", "QuantMethod", "rtn"]

@@ -273,5 +273,5 @@ def test_cli_and_config_choices_come_from_the_registries():
     assert choices["method"] == METHODS.names() and choices["format"] == FORMATS
     for fmt in WEIGHT_FORMATS:
         assert QuantConfig(bits=fmt.bits, group_size=fmt.group_sizes[0]).weight_format is fmt
-    with pytest.raises(UserError, match="--method: unknown quantization method 'awq2'; known: rtn"):
+    with pytest.raises(UserError, match="--method: unknown quantization method 'awq2'; known: rtn, awq, gptq"):
         QuantConfig(method="awq2")

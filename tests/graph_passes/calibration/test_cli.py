@@ -1,0 +1,142 @@
+"""--method awq / gptq through the CLI: plugin and Q/DQ hold the same weights, calibrated beats RTN on the block
+fixture, and every bad calibration input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+import calib_models
+from graph_passes.__main__ import main
+from graph_passes.compare import plugin_to_qdq
+from woq_models import ort_run
+
+
+@pytest.fixture
+def block(rng, tmp_path):
+    path = tmp_path / "block.onnx"
+    onnx.save(calib_models.block(rng), path)
+    np.savez(tmp_path / "calib.npz", x=calib_models.samples(rng, 12))
+    return path
+
+
+def _quantize(path, out, *options):
+    rc = main(["quantize", str(path), "-o", str(out), "-q", "--calib-data", str(path.with_name("calib.npz")),
+               "--report", str(out) + ".json", *options])
+    assert rc == 0
+    return json.loads(open(str(out) + ".json").read())
+
+
+def _cosine(a, b) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def _dq_constants(model) -> list[tuple]:
+    """(codes minus zero points, scales) of every DequantizeLinear of ``model`` as int64 / float64 (scales are exact
+    in float64 whether stored as fp16 or as float32 holding fp16 values), in a canonical order: equal pairs mean
+    equal weights ``(q - z) * s`` whichever integer type and zero point hold them."""
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in model.graph.initializer}
+    out = []
+    for node in model.graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        q, s, *z = (numpy_helper.to_array(inits[name]) for name in node.input)
+        q = q.astype(np.int64)
+        if z:
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            block = attrs.get("block_size", 0)
+            zp = np.repeat(z[0].astype(np.int64), block, axis=0) if block else z[0].astype(np.int64)[None, :]
+            q = q - zp
+        out.append((q, s.astype(np.float64)))
+    return sorted(out, key=lambda t: (t[0].shape, t[0].tobytes()))
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq"])
+@pytest.mark.parametrize("options", [["--bits", "4", "--group-size", "32"], ["--bits", "8", "--group-size", "-1"],
+                                     ["--bits", "4", "--group-size", "64", "--asymmetric"]])
+def test_plugin_equals_qdq(block, capsys, method, options):
+    """Both formats of one method hold identical weights (the plugin model's Q/DQ twin holds exactly the Q/DQ
+    model's codes and scales) and the same AWQ edits; the report counts the calibration samples and tokens."""
+    plugin, qdq = block.with_name("p.onnx"), block.with_name("q.onnx")
+    report = _quantize(block, plugin, "--method", method, *options)
+    report_qdq = _quantize(block, qdq, "--method", method, "--format", "qdq", *options)
+    assert f"calibration: 12 sample(s), 192 token(s) per linear input, statistics in 1 pass(es), method {method}" \
+        in report["notes"]
+    assert len(report["rewritten"]) == 5 and len(report_qdq["rewritten"]) == 5
+    assert [n for n in report["notes"] if n.startswith("awq")] == [n for n in report_qdq["notes"]
+                                                                  if n.startswith("awq")]
+    twin = _dq_constants(plugin_to_qdq(onnx.load(plugin)))
+    direct = _dq_constants(onnx.load(qdq))
+    assert len(twin) == len(direct) == 5
+    for a, b in zip(twin, direct):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_awq_folds_and_calibrated_methods_beat_rtn(rng, block, capsys):
+    """On the outlier-channel block: AWQ folds where the module docstring of fold.py says, and AWQ and GPTQ each
+    bring the outputs closer to the original's than RTN on fresh inputs."""
+    x = calib_models.samples(rng, 1, seq=64)[0]
+    ref = ort_run(onnx.load(block), {"x": x})
+    gaps = {}
+    for method in ("rtn", "awq", "gptq"):
+        out = block.with_name(f"{method}.onnx")
+        opts = ["--method", method, "--format", "qdq", "--bits", "4", "--group-size", "32"]
+        if method == "rtn":
+            assert main(["quantize", str(block), "-o", str(out), "-q", *opts[:]]) == 0
+        else:
+            report = _quantize(block, out, *opts)
+        got = ort_run(onnx.load(out), {"x": x})
+        gaps[method] = 1 - _cosine(ref[0], got[0])
+        if method == "awq":
+            notes = " | ".join(report["notes"])
+            assert "q, k, v: 1/s folded into LayerNormalization 'ln' (scale and bias)" in notes, notes
+            assert "down: 1/s folded into MatMul 'up' (weight columns and bias)" in notes, notes
+            assert "up: 1/s folded into a new Mul" in notes, notes
+    print(gaps)
+    assert gaps["awq"] < 0.8 * gaps["rtn"] and gaps["gptq"] < 0.8 * gaps["rtn"]
+
+
+def _fails(capsys, argv, expect, tmp_path):
+    before = sorted(os.listdir(tmp_path))
+    rc = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert expect in err[0], err
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written
+
+
+def test_cli_calibration_errors(rng, block, tmp_path, capsys):
+    out = str(tmp_path / "out.onnx")
+    base = ["quantize", str(block), "-o", out]
+    npz = str(tmp_path / "calib.npz")
+    _fails(capsys, base + ["--method", "awq"], "--method awq needs calibration data", tmp_path)
+    script = tmp_path / "data.py"
+    script.write_text("import numpy as np\ndef load_data():\n    yield {'x': np.zeros((1, 4, 128), np.float32)}\n")
+    _fails(capsys, base + ["--method", "gptq", "--calib-data", npz, "--calib-script", str(script)],
+           "give --calib-data or --calib-script, not both", tmp_path)
+    _fails(capsys, base + ["--method", "gptq", "--calib-data", npz, "--calib-samples", "0"],
+           "the number of samples must be >= 1", tmp_path)
+    bad = {"names": {"y": calib_models.samples(rng, 2)},
+           "dtype": {"x": np.ones((2, 1, 4, 128), np.int64)},
+           "rank": {"x": np.ones((2, 4, 128), np.float32)},
+           "empty": {"x": np.ones((0, 1, 4, 128), np.float32)}}
+    expect = {"names": "no array for input x", "dtype": "int64 data for a float32 input",
+              "rank": "does not match the model's", "empty": "no samples"}
+    for case, arrays in bad.items():
+        path = tmp_path / f"bad_{case}.npz"
+        np.savez(path, **arrays)
+        _fails(capsys, base + ["--method", "awq", "--calib-data", str(path)], expect[case], tmp_path)
+    crash = tmp_path / "crash.py"
+    crash.write_text("def load_data():\n    raise RuntimeError('no data here')\n")
+    _fails(capsys, base + ["--method", "awq", "--calib-script", str(crash)], "no data here", tmp_path)
+    _fails(capsys, base + ["--method", "awq", "--calib-script", str(script) + ":missing"], "no function missing()",
+           tmp_path)
