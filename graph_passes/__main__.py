@@ -256,6 +256,20 @@ def add_build_arguments(p) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="TensorRT's verbose log")
 
 
+def cmd_twin(args) -> int:
+    """Write the ONNX-Runtime-runnable twin of a plugin-format model, to evaluate it with any harness.
+
+    Every WeightOnlyLinear node becomes its weight + MatMul (+ Add for the bias): INT8 / INT4 as DequantizeLinear of
+    the packed integers (opset 21), FP6 as the dequantized float weight (ONNX has no FP6 type). The twin computes with
+    exactly what the packed file holds; compare runs the same twin.
+    """
+    from graph_passes.compare import write_twin
+
+    count = write_twin(args.quantized, args.output, force=args.force)
+    print(f"twin: {count} WeightOnlyLinear node(s) replaced; wrote {args.output}")
+    return 0
+
+
 def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     """The CLI's parser; ``commands`` replaces the functions (and help) of subcommands: trt_woq's CLI passes its
     TensorRT ``compare`` and ``build``."""
@@ -296,6 +310,13 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help=short, description=long, formatter_class=fmt)
     add_compare_arguments(p)
     p.set_defaults(func=commands.get("compare", cmd_compare))
+
+    short, long = _doc(cmd_twin)
+    p = sub.add_parser("twin", help=short, description=long, formatter_class=fmt)
+    p.add_argument("quantized", metavar="QUANTIZED", help="a plugin-format model (quantize --format plugin)")
+    p.add_argument("-o", "--output", metavar="TWIN", required=True, help="output .onnx file")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output")
+    p.set_defaults(func=cmd_twin)
 
     short, long = _doc(commands.get("build", cmd_build))
     p = sub.add_parser("build", help=short, description=long, formatter_class=fmt)

@@ -21,7 +21,8 @@ values, scales and zero points that the plugin reads, so the comparison measures
 emulation** that computes the per-token codes, scales and offsets with the same float32 steps as the kernel
 (``graph_passes.quantizers.activations``: Reduce*, Div, Round half to even, Clip) and multiplies their read-back
 ``s * a + o`` with the dequantized weight in float32, so it differs from the integer GEMM only by float32 rounding
-of the products and sums.
+of the products and sums. FP6, which ONNX has no type for, becomes its dequantized weight as a float constant.
+:func:`write_twin` (the CLI's ``twin``) saves the twin for other harnesses.
 
 ONNX Runtime runs with graph optimizations at the BASIC level: at its default level it fuses DequantizeLinear +
 MatMul into MatMulNBits, which quantizes the activations to int8 (accuracy level 4) and adds about 1% error that the
@@ -58,7 +59,7 @@ QDQ_OPSET = 21           # DequantizeLinear with block_size and 4-bit types
 # (median 0.99951); INT4 g128 min 0.902, INT4 per-channel min 0.864 (medians 0.93). Each threshold sits below the
 # worst seen, so a regular quantization passes; broken ones land far below (0.75 for a BERT fed random masks, 0.05
 # for a bf16 overflow, 0.0 for weights flushed to zero). Deeper or trained models may lose more: --min-cosine.
-DEFAULT_MIN_COSINE = {8: 0.999, 4: 0.85}
+DEFAULT_MIN_COSINE = {8: 0.999, 6: 0.99, 4: 0.85}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -244,12 +245,36 @@ def _node_attributes(node, name):
         raise UserError(str(exc)) from None
 
 
+def _dequantize_node(fmt, u, scales, zeros, group: int, compute_dtype, conv: bool, p: str, new_inits: list):
+    """DequantizeLinear of integer codes ``u`` [K, N] (opset 21, ``block_size`` for groups) into ``{p}.weight``."""
+    from onnx import helper, numpy_helper
+
+    groups, n = scales.shape
+    scales = scales.astype(compute_dtype)
+    z = (np.full((groups, n), 1 << (fmt.bits - 1), np.uint8) if zeros is None
+         else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
+    # The conv weight is dequantized as W^T [N, K] and reshaped to ONNX's [N, C, kh, kw] (op_conv's K order).
+    k_axis, n_axis = (1, 0) if conv else (0, 1)
+    if conv:
+        u, scales, z = u.T, scales.T, z.T
+    u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
+    if group == -1:  # per output channel: per-axis DequantizeLinear on the N axis
+        scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": n_axis}
+    else:
+        dq_attrs = {"axis": k_axis, "block_size": group}
+    new_inits += [_int_tensor(u_name, u, fmt.bits), numpy_helper.from_array(scales, s_name),
+                  _int_tensor(z_name, z, fmt.bits)]
+    return helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"], name=f"{p}.dequantize",
+                            **dq_attrs)
+
+
 def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
     """The nodes standing for one plugin node: DequantizeLinear + MatMul (+ Add) for WeightOnlyLinear,
     DequantizeLinear + Reshape + Conv for WeightOnlyConv, then the epilogue as standard ops (+ Casts for bf16)."""
     from onnx import TensorProto, helper, numpy_helper
 
     from graph_passes.passes.epilogue import twin_nodes
+    from graph_passes.registry.formats import format_by_bits
 
     name = node.name or node.output[0]
     a = _node_attributes(node, name)
@@ -273,27 +298,22 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         if arr is not None and arr.size != groups * n:
             raise UserError(f"{node.op_type} node {name}: {arr.size} {what}, expected {groups} x {n} for "
                             f"in_features {k}, out_features {n}, group_size {group}")
-    u = get_layout(a.layout).unpack(packed, k, n, bits)  # uint8 [K, N]
     scales = scales.reshape(groups, n)
     act_dtype = scales.dtype
     # ORT's CPU kernels have no bf16 DequantizeLinear / MatMul: compute a bf16 node in float32 between Casts.
     # W8A8 emulates the activation quantization in float32 (below), between the same Casts.
     compute_dtype = np.dtype(np.float32) if act_dtype.name == "bfloat16" or act_quant else act_dtype
-    if compute_dtype != act_dtype:
-        scales = scales.astype(np.float32)
-    z = (np.full((groups, n), 1 << (bits - 1), np.uint8) if zeros is None
-         else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
-    # The conv weight is dequantized as W^T [N, K] and reshaped to ONNX's [N, C, kh, kw] (op_conv's K order).
-    k_axis, n_axis = (1, 0) if conv else (0, 1)
-    if conv:
-        u, scales, z = u.T, scales.T, z.T
     p = f"{name}.qdq"
-    u_name, s_name, z_name = f"{p}.weight_q", f"{p}.scale", f"{p}.zero_point"
-    if group == -1:  # per output channel: per-axis DequantizeLinear on the N axis
-        scales, z, dq_attrs = scales.reshape(n), z.reshape(n), {"axis": n_axis}
+    fmt = format_by_bits(bits, f"{node.op_type} node {name}")
+    if fmt.qdq is None:
+        # ONNX has no type for these codes (FP6): the float64 reference rounded once to the activation dtype (the
+        # op's exact product, one rounding), as a constant; conv: W^T [N, K] as below.
+        w = fmt.dequantize(packed, scales.astype(np.float64), None, k, n, group).astype(act_dtype)
+        new_inits.append(numpy_helper.from_array((w.T if conv else w).astype(compute_dtype), f"{p}.weight"))
+        weight_nodes = []
     else:
-        dq_attrs = {"axis": k_axis, "block_size": group}
-    new_inits += [_int_tensor(u_name, u, bits), numpy_helper.from_array(scales, s_name), _int_tensor(z_name, z, bits)]
+        weight_nodes = [_dequantize_node(fmt, get_layout(a.layout).unpack(packed, k, n, bits), scales, zeros, group,
+                                         compute_dtype, conv, p, new_inits)]
     nodes = []
     x = node.input[0]
     if compute_dtype != act_dtype:
@@ -303,8 +323,7 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         act_nodes, act_inits, x = _act_quant_emulation(p, x, k, k if group == -1 else group, bool(act_asym))
         nodes += act_nodes
         new_inits += act_inits
-    nodes.append(helper.make_node("DequantizeLinear", [u_name, s_name, z_name], [f"{p}.weight"],
-                                  name=f"{p}.dequantize", **dq_attrs))
+    nodes += weight_nodes
     b_name = f"{p}.bias"
     if bias is not None:
         new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
@@ -417,6 +436,33 @@ def _act_quant_emulation(p: str, x: str, k: int, block: int, asymmetric: bool):
     if o is not None:
         xd = node("Add", [xd, o], "dequantized")
     return nodes, inits, node("Reshape", [xd, shape], "x")
+
+
+def write_twin(quantized_path: str, output_path: str, *, force: bool = False) -> int:
+    """Write the ONNX-Runtime-runnable twin of the plugin-format model ``quantized_path`` (:func:`plugin_to_qdq`) to
+    ``output_path`` (nothing is written on an error); returns the number of plugin nodes replaced."""
+    from graph_passes.pipeline import (EXTERNAL_DATA_THRESHOLD, _initializer_bytes, _outputs, load_model,
+                                       save_model)
+
+    model, base_dir, data_files = load_model(quantized_path)
+    outputs = _outputs(quantized_path, data_files, force)
+    outputs.add(output_path, "twin model", "choose another output path (-o)")
+    count = sum(_is_plugin(n) for g in all_graphs(model.graph) for n in g.node)
+    if not count:
+        raise UserError(f"{quantized_path}: has no {DOMAIN}::{OP_TYPE} node; it runs in ONNX Runtime as it is")
+    if data_files:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(model, base_dir)
+    twin = plugin_to_qdq(model)
+    del model
+    external = bool(data_files) or _initializer_bytes(twin) >= EXTERNAL_DATA_THRESHOLD
+    if external:
+        outputs.add(output_path + ".data", "twin's external data", "choose another output path (-o)")
+    with outputs:
+        save_model(twin, output_path, outputs, base_dir, external)
+        outputs.commit()
+    return count
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -607,7 +653,8 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
                 onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
                 del twin
-                report.via = "onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul / Conv)"
+                report.via = ("onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul / "
+                              "Conv; FP6: dequantized float weights)")
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:

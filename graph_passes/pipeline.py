@@ -61,7 +61,7 @@ def _first_line(exc) -> str:
 
 def default_output_path(model_path: str, config: QuantConfig) -> str:
     root, ext = os.path.splitext(model_path)
-    tag = f"int{config.bits}" + ("" if config.group_size == -1 else f"_g{config.group_size}")
+    tag = config.weight_format.name + ("" if config.group_size == -1 else f"_g{config.group_size}")
     tag += "_asym" if config.asymmetric else ""
     return f"{root}.woq_{tag}{'_qdq' if config.format == 'qdq' else ''}{ext or '.onnx'}"
 

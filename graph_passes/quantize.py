@@ -1,6 +1,7 @@
 """Numpy API of the quantizer in the spirit of Paddle's ``weight_quantize`` / ``weight_dequantize`` /
 ``weight_only_linear``; ``algo`` names a weight format of ``graph_passes.registry.formats``
-(``weight_only_int8``, ``weight_only_int4``). The packed tensor uses the format's layout (``docs/layouts.md``).
+(``weight_only_int8``, ``weight_only_int4``, ``weight_only_fp6``). The packed tensor uses the format's layout
+(``docs/layouts.md``; ``layout=None`` takes it, a number is checked against it).
 
 The quantizers themselves live in ``graph_passes.quantizers`` and the activation-dtype helpers in
 ``graph_passes.dtypes``; both are re-exported here.
@@ -17,15 +18,15 @@ from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, QuantizedWeight, check_
 from graph_passes.registry.formats import WeightFormat, format_by_algo
 
 
-def _format(algo: str, layout: int) -> WeightFormat:
+def _format(algo: str, layout: int | None) -> WeightFormat:
     fmt = format_by_algo(algo)
-    if layout != fmt.layout.VERSION:
+    if layout is not None and layout != fmt.layout.VERSION:
         raise QuantizationError(f"{algo} is packed in layout {fmt.layout.VERSION} ({fmt.layout.NAME}), not {layout}")
     return fmt
 
 
 def weight_quantize(w: np.ndarray, algo: str = "weight_only_int8", group_size: int = -1, asymmetric: bool = False,
-                    act_dtype: str = "fp16", layout: int = 1):
+                    act_dtype: str = "fp16", layout: int | None = None):
     """Quantize ``w[K, N]`` and pack it: returns ``(packed_int32, scales [K/G, N], zeros or None)``.
 
     Scales (and zeros, integer values) are in the activation dtype (``fp16``/``bf16``; ``fp32`` for references).
@@ -38,7 +39,7 @@ def weight_quantize(w: np.ndarray, algo: str = "weight_only_int8", group_size: i
 
 def weight_dequantize(packed: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None = None, *, k: int | None = None,
                       n: int | None = None, algo: str = "weight_only_int8", group_size: int = -1,
-                      layout: int = 1) -> np.ndarray:
+                      layout: int | None = None) -> np.ndarray:
     """float64 ``W[K, N]`` from packed tensors (K, N default to what the packed shape implies)."""
     fmt = _format(algo, layout)
     k_packed, n_packed = fmt.layout.unpacked_shape(packed.shape, fmt.bits)
@@ -49,7 +50,7 @@ def weight_dequantize(packed: np.ndarray, scales: np.ndarray, zeros: np.ndarray 
 
 def weight_only_linear(x: np.ndarray, packed: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None = None,
                        bias: np.ndarray | None = None, *, algo: str = "weight_only_int8", group_size: int = -1,
-                       layout: int = 1) -> np.ndarray:
+                       layout: int | None = None) -> np.ndarray:
     """Numpy reference of ``Y = X @ W + bias``: float64 math, result in ``x``'s dtype. ``x`` is [..., K]."""
     w = weight_dequantize(packed, scales, zeros, algo=algo, group_size=group_size, layout=layout)
     x = np.asarray(x)

@@ -6,6 +6,8 @@ import json
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 
+from graph_passes.registry.formats import WEIGHT_FORMATS
+
 
 @dataclass
 class Rewritten:
@@ -69,7 +71,8 @@ class QuantReport:
         if self.config:
             c = self.config
             g = "per-channel" if c.get("group_size") == -1 else f"g{c.get('group_size')}"
-            lines.append(f"options:   INT{c.get('bits')} {g} {'asymmetric' if c.get('asymmetric') else 'symmetric'} "
+            label = next((f.label for f in WEIGHT_FORMATS if f.bits == c.get("bits")), f"bits {c.get('bits')}")
+            lines.append(f"options:   {label} {g} {'asymmetric' if c.get('asymmetric') else 'symmetric'} "
                          f"format={c.get('format')} act_dtype={c.get('act_dtype')}")
         patterns: OrderedDict[str, int] = OrderedDict()
         for r in self.rewritten:

@@ -6,7 +6,7 @@ A method (AWQ, GPTQ) never does format arithmetic itself; it receives a :class:`
   * ``quantize(wg, params) -> codes`` and ``dequantize(codes, params) -> float32``, with params broadcast over the
     group axis (a single row ``[ng, 1, N]`` works too);
   * ``assemble(codes [K, N], params of shape [K/G, N]) -> QuantizedWeight`` for the rewrite passes.
-:func:`int_codec` builds it for INT4 / INT8 from :mod:`graph_passes.quantize`; another format (FP6) brings its own.
+:func:`int_codec` builds it for INT4 / INT8 from :mod:`graph_passes.quantize`, :func:`fp6_codec` for FP6 E3M2.
 
 :func:`search_params` picks per group and output column the ratio of least error: the weight's squared error (what
 RTN does) or, given the group's block of the input Gram matrix ``H = X^T X``, the output error ``d^T H d``.
@@ -19,7 +19,9 @@ from typing import Callable
 
 import numpy as np
 
-from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, QuantizedWeight, round_scales
+from graph_passes import fp6_e3m2
+from graph_passes.errors import QuantizationError
+from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, Fp6Weight, QuantizedWeight, round_scales
 from graph_passes.quantizers.common import for_column_chunks
 
 
@@ -78,6 +80,32 @@ def int_codec(bits: int, group_size: int, asymmetric: bool, act_dtype: str, clip
         return QuantizedWeight(u=codes.astype(np.uint8), scales=params[0].astype(np.float32),
                                zeros=params[1].astype(np.float32) if asymmetric else None, bits=bits,
                                group_size=group_size, act_dtype=act_dtype)
+
+    ratios = tuple(clip_ratios) if 1.0 in clip_ratios else (1.0, *clip_ratios)
+    return GroupCodec(group_size=group_size, ratios=ratios, fit=fit, quantize=quantize, dequantize=dequantize,
+                      assemble=assemble)
+
+
+def fp6_codec(bits: int, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios=DEFAULT_CLIP_RATIOS,
+              name: str = "weight") -> GroupCodec:
+    """FP6 E3M2 (:func:`graph_passes.quantizers.quantize_fp6`: scale ``ratio * max|w| / 28``, codes of
+    :func:`graph_passes.fp6_e3m2.encode`); symmetric only."""
+    if bits != fp6_e3m2.BITS or asymmetric:
+        raise QuantizationError(f"{name}: FP6 E3M2 is a signed 6-bit float: bits 6, symmetric only")
+
+    def fit(wg, ratio):
+        return (round_scales(np.abs(wg).max(axis=1) * np.float32(ratio / fp6_e3m2.FP6_MAX), act_dtype,
+                             name).astype(np.float32),)
+
+    def quantize(wg, params):
+        return fp6_e3m2.encode(wg / _expand(params)[0]).astype(np.float32)
+
+    def dequantize(codes, params):
+        return (fp6_e3m2.decode(codes.astype(np.uint8)) * _expand(params)[0]).astype(np.float32)
+
+    def assemble(codes, params):
+        return Fp6Weight(u=codes.astype(np.uint8), scales=params[0].astype(np.float32), group_size=group_size,
+                         act_dtype=act_dtype)
 
     ratios = tuple(clip_ratios) if 1.0 in clip_ratios else (1.0, *clip_ratios)
     return GroupCodec(group_size=group_size, ratios=ratios, fit=fit, quantize=quantize, dequantize=dequantize,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graph_passes.calibration import awq as awq_mod
-from graph_passes.calibration.codec import GroupCodec, int_codec
+from graph_passes.calibration.codec import GroupCodec, fp6_codec, int_codec
 from graph_passes.calibration.collect import DEFAULT_BUDGET, DEFAULT_MAX_ROWS, collect, plan_passes, progress_bar
 from graph_passes.calibration.fold import Fold, fold_input_scale
 from graph_passes.calibration.gptq import DEFAULT_DAMP, InverseHessian, gptq_quantize, inverse_hessian
@@ -30,7 +30,7 @@ from graph_passes.calibration.stats import TensorStats
 from graph_passes.errors import QuantizationError, UserError
 
 # weight format name -> factory(bits, group_size, asymmetric, act_dtype, clip_ratios, name) -> GroupCodec
-CODECS = {"int8": int_codec, "int4": int_codec}
+CODECS = {"int8": int_codec, "int4": int_codec, "fp6": fp6_codec}
 
 
 def codec_for(fmt, group_size: int, asymmetric: bool, act_dtype: str, clip_ratios, name: str) -> GroupCodec:

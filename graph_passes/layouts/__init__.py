@@ -1,9 +1,9 @@
 """Packed weight layouts, by version number. See docs/layouts.md."""
 
-from graph_passes.layouts import interleaved_v1
+from graph_passes.layouts import fp6_split_v1, interleaved_v1
 from graph_passes.layouts.errors import LayoutError
 
-LAYOUTS = {interleaved_v1.VERSION: interleaved_v1}
+LAYOUTS = {interleaved_v1.VERSION: interleaved_v1, fp6_split_v1.VERSION: fp6_split_v1}
 
 
 def get_layout(version: int):
@@ -15,4 +15,4 @@ def get_layout(version: int):
         raise LayoutError(f"unknown layout version {version}; known: {sorted(LAYOUTS)}") from None
 
 
-__all__ = ["LAYOUTS", "LayoutError", "get_layout", "interleaved_v1"]
+__all__ = ["LAYOUTS", "LayoutError", "fp6_split_v1", "get_layout", "interleaved_v1"]

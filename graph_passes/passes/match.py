@@ -269,7 +269,7 @@ def _shape_reason(m: LinearMatch, config, layout):
         return (f"K not a multiple of {layout.K_TILE} (layout {layout.NAME})", f"K={m.k}, N={m.n}")
     inter = layout.interleave_factor(config.bits)
     if m.n % inter:
-        return (f"N not a multiple of {inter} (INT{config.bits} interleave)", f"K={m.k}, N={m.n}")
+        return (f"N not a multiple of {inter} ({config.weight_format.label} interleave)", f"K={m.k}, N={m.n}")
     if config.group_size != -1 and m.k % config.group_size:
         return (f"K not a multiple of group size {config.group_size}", f"K={m.k}")
     return None

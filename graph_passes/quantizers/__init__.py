@@ -7,6 +7,8 @@ each format; the quantization methods (``graph_passes.registry.methods``) call i
 """
 
 from graph_passes.quantizers.common import DEFAULT_CLIP_RATIOS, check_weight, round_scales
+from graph_passes.quantizers.fp6 import Fp6Weight, quantize_fp6
 from graph_passes.quantizers.integer import QuantizedWeight, quantize_rtn
 
-__all__ = ["DEFAULT_CLIP_RATIOS", "QuantizedWeight", "check_weight", "quantize_rtn", "round_scales"]
+__all__ = ["DEFAULT_CLIP_RATIOS", "Fp6Weight", "QuantizedWeight", "check_weight", "quantize_fp6", "quantize_rtn",
+           "round_scales"]

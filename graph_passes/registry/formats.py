@@ -14,8 +14,8 @@ from typing import Callable
 import numpy as np
 
 from graph_passes.errors import QuantizationError
-from graph_passes.layouts import interleaved_v1
-from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, quantize_rtn
+from graph_passes.layouts import fp6_split_v1, interleaved_v1
+from graph_passes.quantizers import DEFAULT_CLIP_RATIOS, quantize_fp6, quantize_rtn
 from graph_passes.registry import Registry
 
 # onnx.TensorProto data types (numbers, so that choosing a format does not import onnx)
@@ -115,6 +115,16 @@ INT4 = WEIGHT_FORMATS.add(WeightFormat(
     qdq=QdqTwin(signed=ONNX_INT4, unsigned=ONNX_UINT4), converter_test=_INTEGER_CONVERTER_TEST,
     tests=_INTEGER_TESTS))
 
+FP6 = WEIGHT_FORMATS.add(WeightFormat(
+    name="fp6", label="FP6 E3M2", bits=6, c_name="TRT_WOQ_WEIGHT_FP6_E3M2", c_enum=2, quantizer=quantize_fp6,
+    layout=fp6_split_v1, group_sizes=(-1, 32, 64, 128, 256), asymmetric=False, qdq=None,
+    converter_test="tests/plugins/kernels/test_fp6_gpu.py::test_fp6_converters_exhaustive",
+    tests=("tests/graph_passes/test_fp6_e3m2.py::test_all_64_codes_decode_by_definition",
+           "tests/graph_passes/test_quantize_fp6.py::test_search_never_worse_than_max_abs",
+           "tests/graph_passes/layouts/test_fp6_split_v1.py::test_round_trip_odd_shapes",
+           "tests/graph_passes/layouts/test_fp6_split_v1.py::"
+           "test_device_converter_model_on_every_code_in_every_position")))
+
 
 def format_by_bits(bits: int, where: str = "") -> WeightFormat:
     """The format the CLI's ``--bits`` / the op's ``bits`` attribute names; QuantizationError otherwise."""
@@ -142,5 +152,5 @@ def all_group_sizes() -> tuple[int, ...]:
     return tuple(sorted(sizes, key=lambda g: (g != -1, g)))
 
 
-__all__ = ["INT4", "INT8", "WEIGHT_FORMATS", "QdqTwin", "WeightFormat", "all_bits", "all_group_sizes",
+__all__ = ["FP6", "INT4", "INT8", "WEIGHT_FORMATS", "QdqTwin", "WeightFormat", "all_bits", "all_group_sizes",
            "format_by_algo", "format_by_bits"]

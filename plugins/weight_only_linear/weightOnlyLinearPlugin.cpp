@@ -93,7 +93,7 @@ int32_t fail(std::string const& name, char const* where, std::string const& what
 // The op's `bits` attribute names the weight format (docs/op.md); validate() admits only these.
 trt_woq_weight_format weightFormatOf(int32_t bits)
 {
-    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
+    return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : bits == 6 ? TRT_WOQ_WEIGHT_FP6_E3M2 : TRT_WOQ_WEIGHT_INT4;
 }
 
 } // namespace
@@ -134,26 +134,31 @@ int32_t currentSm()
 std::string validate(WeightOnlyLinearParams const& p)
 {
     std::ostringstream e;
-    if (p.bits != 4 && p.bits != 8)
+    int32_t const layout = p.bits == 6 ? 2 : 1; // FP6 E3M2: layout 2 (fp6_split_v1); INT8 / INT4: layout 1
+    if (p.bits != 4 && p.bits != 8 && p.bits != 6)
     {
-        e << "bits " << p.bits << " is not one of 4, 8";
+        e << "bits " << p.bits << " is not one of 4, 8, 6 (FP6 E3M2)";
     }
     else if (p.groupSize != -1 && p.groupSize != 32 && p.groupSize != 64 && p.groupSize != 128 && p.groupSize != 256)
     {
         e << "group_size " << p.groupSize << " is not one of -1, 32, 64, 128, 256";
     }
-    else if (p.layout != 1)
+    else if (p.layout != layout)
     {
-        e << "layout " << p.layout << " is not supported (this build knows layout 1, interleaved_v1)";
+        e << "layout " << p.layout << " is not the layout of bits " << p.bits << " (" << layout << ")";
     }
     else if (p.inFeatures <= 0 || p.inFeatures % 64 != 0)
     {
-        e << "in_features " << p.inFeatures << " must be a positive multiple of 64 (layout 1)";
+        e << "in_features " << p.inFeatures << " must be a positive multiple of 64 (layout " << layout << ")";
     }
     else if (p.outFeatures <= 0 || p.outFeatures % (p.bits == 8 ? 2 : 4) != 0)
     {
         e << "out_features " << p.outFeatures << " must be a positive multiple of " << (p.bits == 8 ? 2 : 4)
-          << " for INT" << p.bits << " (layout 1 interleave)";
+          << " for bits " << p.bits << " (layout " << layout << " interleave)";
+    }
+    else if (p.bits == 6 && p.hasZeros != 0)
+    {
+        e << "has_zeros " << p.hasZeros << ": FP6 E3M2 (bits 6) has no zero points";
     }
     else if (p.groupSize != -1 && p.inFeatures % p.groupSize != 0)
     {
@@ -458,9 +463,10 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
             || (w.d[1] >= 0 && w.d[1] != mParams.packedCols()))
         {
             return fail(mName, "configurePlugin",
-                "packed_weight is " + dimsString(w) + ", layout 1 needs [" + std::to_string(mParams.packedRows()) + ", "
-                    + std::to_string(mParams.packedCols()) + "] for K=" + std::to_string(mParams.inFeatures)
-                    + ", N=" + std::to_string(mParams.outFeatures) + ", INT" + std::to_string(mParams.bits));
+                "packed_weight is " + dimsString(w) + ", layout " + std::to_string(mParams.layout) + " needs ["
+                    + std::to_string(mParams.packedRows()) + ", " + std::to_string(mParams.packedCols()) + "] for K="
+                    + std::to_string(mParams.inFeatures) + ", N=" + std::to_string(mParams.outFeatures) + ", bits "
+                    + std::to_string(mParams.bits));
         }
         std::vector<int32_t> perGroup{kSCALES_IDX};
         if (mParams.hasZeros)

@@ -49,9 +49,9 @@ struct WeightOnlyLinearParams
     int32_t biasIndex() const noexcept { return hasBias ? 3 + hasZeros : -1; }
     int32_t weightSumsIndex() const noexcept { return actAsymmetric ? 3 + hasZeros + hasBias : -1; }
     int32_t nbInputs() const noexcept { return 3 + hasZeros + hasBias + actAsymmetric; }
-    // Packed int32 weight of layout 1: [N / I, K / 2], I = 2 (INT8) or 4 (INT4).
+    // Packed int32 weight: layout 1 [N / I, K / 2], I = 2 (INT8) or 4 (INT4); layout 2 (FP6) [N / 4, 3 K / 4].
     int64_t packedRows() const noexcept { return outFeatures / (bits == 8 ? 2 : 4); }
-    int64_t packedCols() const noexcept { return inFeatures / 2; }
+    int64_t packedCols() const noexcept { return bits == 6 ? 3 * inFeatures / 4 : inFeatures / 2; }
     int64_t scaleRows() const noexcept { return groupSize == -1 ? 1 : inFeatures / groupSize; }
 };
 

@@ -102,7 +102,7 @@ def setup_ours(lib: K.Kernels, k: int, n: int, bits: int, group: int, zeros: boo
     torch = _torch()
     dtype = torch.float16 if act == "fp16" else torch.bfloat16
     g = k if group == -1 else group
-    pk_words = (n // (4 if bits == 4 else 2)) * (k // 2)
+    pk_words = (n // 4) * (3 * k // 4) if bits == 6 else (n // (4 if bits == 4 else 2)) * (k // 2)  # FP6: layout 2
     scale_elems = (k // g) * n
     wbytes = pk_words * 4 + scale_elems * 2 * (2 if zeros else 1)
     copies = copies_for(wbytes, l2)
@@ -325,6 +325,8 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "fp16", l2)
             elif name == "int4_g128_asym":
                 setups[name] = setup_ours(lib, k, n, 4, 128, True, "fp16", l2)
+            elif name == "fp6_pc":
+                setups[name] = setup_ours(lib, k, n, 6, -1, False, "fp16", l2)
             elif name == "int4_g128_bf16":
                 setups[name] = setup_ours(lib, k, n, 4, 128, False, "bf16", l2)
             elif name == "w8a8_pc":
@@ -350,7 +352,11 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 raise ValueError(f"unknown method {name}")
         except Exception as e:  # a baseline that fails to set up is reported, not fatal
             setups[name] = e
-    if sweep_candidates:
+    if sweep_candidates == "fp6":  # FP6 per channel on every candidate that serves FP6
+        for cid, cname in enumerate(lib.candidates()):
+            if K.WeightFormat.FP6_E3M2 in lib.candidate_info(cid).weight_formats:
+                setups[f"fp6_pc@{cname}"] = setup_ours(lib, k, n, 6, -1, False, "fp16", l2, candidate=cid)
+    elif sweep_candidates:
         names = lib.candidates()
         for cid, cname in enumerate(names):
             if cname.startswith("gemv") or sweep_candidates == "all":
@@ -530,6 +536,10 @@ def summary_line(rows, k, n, m, reads=None, mhz=None) -> str:
             f"{x(_speedup(rows, k, n, m, 'cublas_fp16', 'int8_pc'))}"
             f" | {pct(i4_cub)} {pct(i4_read)} {pct(i8_cub)} {pct(i8_read)} | "
             f"{f'{i4.tflops:6.1f}' if i4 and i4.us else '   n/a'} | {mhz if mhz else 'n/a':>6}")
+    others = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and r.us and "@" not in r.method
+              and r.method not in BASELINES + OURS]  # methods asked for by name (fp6_pc, int4_g128_bf16)
+    if others:
+        line += "  " + " ".join(f"{r.method}={r.us:.1f}" for r in others)
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
         line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
@@ -673,12 +683,13 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: eight LLM shapes)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)),
                     help="comma-separated M values (default: 1..16, 24, 32, 48, 64, 96, 128, ..., 1024, 2048, 4096)")
-    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, " + ", ".join(W8A8_METHODS)
+    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, fp6_pc, " + ", ".join(W8A8_METHODS)
                     + ", w8a8_pc@CANDIDATE_NAME (default: cuBLAS FP16 and BF16, torch int4, Marlin when importable, "
                       "and ours)")
     ap.add_argument("--replays", type=int, default=25, help="timed replays per method and group (default 25)")
-    ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all"],
-                    help="also time every GEMV candidate by id (all: every candidate, INT4 g128)")
+    ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all", "fp6"],
+                    help="also time every GEMV candidate by id (all: every candidate, INT4 g128; fp6: FP6 per channel "
+                         "on every candidate serving FP6, only)")
     ap.add_argument("--json", default="bench.json", help="where to write the results (default bench.json)")
     ap.add_argument("--settle", type=float, default=2.0, metavar="SECONDS",
                     help="pause before an M <= 64 group that follows an M >= 256 group (default 2; 0: none)")

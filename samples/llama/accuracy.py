@@ -30,6 +30,8 @@ CONFIGS = {  # name: (label, quantize options)
     "int4-g128-asym": ("INT4 g128 asym", ["--bits", "4", "--group-size", "128", "--asymmetric"]),
     "int4-g32": ("INT4 g32", ["--bits", "4", "--group-size", "32"]),
     "int4-pc": ("INT4 per-channel", ["--bits", "4", "--group-size", "-1"]),
+    "fp6-pc": ("FP6 per-channel", ["--bits", "6", "--group-size", "-1"]),
+    "fp6-g128": ("FP6 g128", ["--bits", "6", "--group-size", "128"]),
 }
 DEFAULT_SEED = 0
 

@@ -34,6 +34,7 @@ SEED = 0  # seed of the calibration's row sampling (graph_passes.calibration.col
 CONFIGS = {  # label -> quantize options
     "INT4 g128": ["--bits", "4", "--group-size", "128"],
     "INT8 per-channel": ["--bits", "8", "--group-size", "-1"],
+    "FP6 per-channel": ["--bits", "6", "--group-size", "-1"],
 }
 METHODS = ("rtn", "awq", "gptq")
 

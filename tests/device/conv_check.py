@@ -5,14 +5,14 @@ Run on a GPU machine from the repository root after building the kernels (tests/
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
         python3 tests/device/conv_check.py [--seed S]
 
-1. Epilogues: every epilogue (none, relu, clip, silu, gelu_erf, gelu_tanh) x INT4 g128 / INT8 per channel x FP16 /
+1. Epilogues: every epilogue (none, relu, clip, silu, gelu_erf, gelu_tanh) x INT4 g128 / INT8 / FP6 per channel x FP16 /
    BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
    that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
    graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
 2. Conv2d: 1x1 / 3x3 / 7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 3, plus
    three real layer shapes; every epilogue in turn, INT8 / INT4 (g64 or g128), FP16 and BF16. Reference: torch
    float64 conv2d of the dequantized weight (F.pad for the asymmetric pads), independent of the kernels' im2col.
-Weights quantized and packed by graph_passes (quantize_rtn, interleaved_v1.pack); outputs poisoned with NaN before
+Weights quantized and packed by graph_passes (each format's quantizer and packer); outputs poisoned with NaN before
 each launch. Pass: normwise relative error below the activation type's tolerance and the largest error below 4x that
 of max|Y|. Prints one line per failure and `N passed, N failed`; exits non-zero on any failure.
 """
@@ -30,26 +30,25 @@ try:
 except ImportError:  # covered_combinations() is read on machines without torch
     torch = None
 
-from graph_passes.layouts import interleaved_v1
-from graph_passes.quantize import quantize_rtn
 from graph_passes.registry.epilogues import EPILOGUES
+from graph_passes.registry.formats import format_by_bits
 from trt_woq import kernels as K
 from trt_woq.bench_conv import conv_geometry
 
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 DTYPES = {}  # "fp16" / "bf16" -> torch dtype, filled by main()
-FORMATS = {8: "int8", 4: "int4"}
+LINEAR_FORMATS = {8: "int8", 4: "int4", 6: "fp6_e3m2"}  # kernels.h names; conv2d serves the first two
 CLIP = {"clip_min": -0.5, "clip_max": 0.75}
 
 
 def quantized(k, n, bits, group, act, rng):
-    """(packed int32 cuda, scales cuda, dequantized float64 W [K, N]) from quantize_rtn + interleaved_v1.pack."""
+    """(packed int32 cuda, scales cuda, dequantized float64 W [K, N]) from the format's quantizer and packer."""
+    fmt = format_by_bits(bits)
     w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
-    qw = quantize_rtn(w, bits, group, False, act)
-    packed = torch.from_numpy(interleaved_v1.pack(qw.u, bits)).cuda()
+    qw = fmt.quantize(w, group, False, act)
+    packed = torch.from_numpy(fmt.pack(qw.u)).cuda()
     scales = torch.from_numpy(np.asarray(qw.scales, np.float32)).to(DTYPES[act]).cuda()
-    w_ref = interleaved_v1.dequantize_reference(packed.cpu().numpy(), scales.double().cpu().numpy(), None, k, n,
-                                                bits, group)
+    w_ref = fmt.dequantize(packed.cpu().numpy(), scales.double().cpu().numpy(), None, k, n, group)
     return packed, scales, w_ref
 
 
@@ -76,7 +75,7 @@ def test_epilogues(lib, tally, rng):
     k, n = 1152, 520
     sm = K.device_sm()
     for act in ("fp16", "bf16"):
-        for bits, group in ((4, 128), (8, -1)):
+        for bits, group in ((4, 128), (8, -1), (6, -1)):
             packed, scales, w_ref = quantized(k, n, bits, group, act, rng)
             bias = torch.from_numpy(rng.standard_normal(n) * 0.3).to(DTYPES[act]).cuda()
             for m in (1, 5, 16, 64, 200):
@@ -93,7 +92,7 @@ def test_epilogues(lib, tally, rng):
                     cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count())
                                                   if lib.supports(c, prm, sm) == K.Status.OK]
                     for c in cands:
-                        label = f"linear {ep.name} {act} int{bits} g{group} M={m} " + \
+                        label = f"linear {ep.name} {act} {LINEAR_FORMATS[bits]} g{group} M={m} " + \
                             ("auto" if c < 0 else lib.candidate_name(c))
                         try:
                             launch(lib, prm, y, c)
@@ -106,9 +105,9 @@ def test_epilogues(lib, tally, rng):
 def covered_combinations() -> set[tuple[str, str, str, str]]:
     """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that this check runs (read by
     tests/plugins/kernels/test_registry_walk.py without a GPU): every epilogue on the linear candidates, and on
-    conv2d (the conv cases give every epilogue to both formats)."""
-    return {(fmt, "weight_only", op, ep.name) for fmt in FORMATS.values() for op in ("linear", "conv2d")
-            for ep in EPILOGUES}
+    conv2d (the conv cases give every epilogue to INT8 and INT4)."""
+    return ({(fmt, "weight_only", "linear", ep.name) for fmt in LINEAR_FORMATS.values() for ep in EPILOGUES}
+            | {(fmt, "weight_only", "conv2d", ep.name) for fmt in ("int8", "int4") for ep in EPILOGUES})
 
 
 CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, right), dilation)
@@ -173,6 +172,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--convs-only", action="store_true", help="skip the epilogue sweep (e.g. under compute-sanitizer)")
+    p.add_argument("--epilogues-only", action="store_true", help="skip the conv2d cases")
     args = p.parse_args(argv)
     from kernels_check import Tally  # beside this file (tests/device is the script's folder)
 
@@ -188,7 +188,8 @@ def main(argv=None) -> int:
     print(f"epilogues: {tally.passed} passed, {tally.failed} failed ({time.time() - t0:.0f} s)", flush=True)
     t0 = time.time()
     before = (tally.passed, tally.failed)
-    test_convs(lib, tally, rng)
+    if not args.epilogues_only:
+        test_convs(lib, tally, rng)
     print(f"convs: {tally.passed - before[0]} passed, {tally.failed - before[1]} failed ({time.time() - t0:.0f} s)")
     print(f"{tally.passed} passed, {tally.failed} failed")
     return 1 if tally.failed else 0

@@ -3,8 +3,10 @@
 # harness once for sm_90a, then run every device check against that one build:
 #   1. kernels_check.py      converters (exhaustive), GEMV, dispatch through the public C ABI
 #   2. gemm_check.py         every GEMM candidate and the dispatch for all M
+#   2b. fp6_check.py         FP6 converters (every code in every position) and the FP6 GEMV through the C ABI
 #   3. the plugin harness    WeightOnlyLinear driven as TensorRT does, on synthetic cases and on every node of
-#                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16)
+#                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16);
+#                            the synthetic cases include FP6 per channel and g128
 #   4. GPU pytest files      tests/plugins/kernels, tests/python/trt_woq
 #   5. compute-sanitizer     memcheck on kernels_check.py --quick (GEMV, converters, dispatch); memcheck and
 #                            racecheck on every GEMM candidate over small odd problems (gemm_sanitize.cu)
@@ -50,6 +52,7 @@ run_check() {  # run_check NAME LOG COMMAND...
 
 run_check "kernels_check.py" kernels_check.log timeout 420 python3 tests/device/kernels_check.py
 run_check "gemm_check.py" gemm_check.log timeout 420 python3 tests/device/gemm_check.py
+run_check "fp6_check.py" fp6_check.log timeout 300 python3 tests/device/fp6_check.py
 
 # Plugin harness inputs: the synthetic matrix plus the nodes of Llama samples quantized here.
 h=tests/plugins/weight_only_linear

@@ -7,8 +7,8 @@ activations for the reference. Cases come from
 * ``--model FILE.onnx`` (repeatable): every WeightOnlyLinear node of a quantized model (``python -m graph_passes
   quantize`` output), with its initializers, run with the node's activation dtype; and
 * ``--synthetic`` (default when no model is given): the matrix the plugin must pass, built with
-  ``graph_passes.layouts.interleaved_v1.pack`` from fresh random values: INT8 per-channel, INT4 per-channel, INT4
-  g128, INT4 g128 asymmetric, each for fp16 and bf16, some with bias.
+  each format's packer (``graph_passes.registry.formats``) from fresh random values: INT8 per-channel, INT4
+  per-channel, INT4 g128, INT4 g128 asymmetric, FP6 per-channel, FP6 g128, each for fp16 and bf16, some with bias.
 
 Output: ``DIR/cases.txt`` (one line per case: ``name bits group_size in_features out_features layout has_zeros
 has_bias act``) and ``DIR/<name>.{weight.i32, scales.u16, zeros.u16, bias.u16, wref.f64}``.
@@ -26,7 +26,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from graph_passes.layouts import interleaved_v1  # noqa: E402
+from graph_passes.registry.formats import format_by_bits  # noqa: E402
 
 INT_ATTRS = ("bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias")
 
@@ -53,7 +53,7 @@ def write_case(out: Path, name: str, attrs: dict, act: str, packed: np.ndarray, 
     k, n, bits, g = attrs["in_features"], attrs["out_features"], attrs["bits"], attrs["group_size"]
     scales = from_bits(scales_bits, act).reshape(-1, n)
     zeros = None if zeros_bits is None else from_bits(zeros_bits, act).reshape(-1, n)
-    wref = interleaved_v1.dequantize_reference(packed, scales, zeros, k, n, bits, g)
+    wref = format_by_bits(bits).dequantize(packed, scales, zeros, k, n, g)
     np.ascontiguousarray(packed, np.int32).tofile(out / f"{name}.weight.i32")
     np.ascontiguousarray(scales_bits, np.uint16).tofile(out / f"{name}.scales.u16")
     if zeros_bits is not None:
@@ -74,13 +74,14 @@ class SyntheticConfig(NamedTuple):
 # The synthetic matrix; tests/plugins/kernels/test_registry_walk.py checks that it covers every (weight format,
 # activation mode, op, epilogue) a kernel candidate claims (see synthetic_combinations).
 SYNTHETIC_CONFIGS = (SyntheticConfig(8, -1, False, True), SyntheticConfig(4, -1, False, False),
-                     SyntheticConfig(4, 128, False, True), SyntheticConfig(4, 128, True, False))
+                     SyntheticConfig(4, 128, False, True), SyntheticConfig(4, 128, True, False),
+                     SyntheticConfig(6, -1, False, True), SyntheticConfig(6, 128, False, False))
 
 
 def synthetic_combinations() -> set[tuple[str, str, str, str]]:
     """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that the synthetic cases run with
     every tactic: WeightOnlyLinear nodes are weight-only linears without a fused activation."""
-    names = {8: "int8", 4: "int4"}
+    names = {8: "int8", 4: "int4", 6: "fp6_e3m2"}
     return {(names[c.bits], "weight_only", "linear", "none") for c in SYNTHETIC_CONFIGS}
 
 
@@ -89,16 +90,18 @@ def synthetic_cases(out: Path, rng: np.random.Generator, k: int, n: int) -> list
     for act in ("fp16", "bf16"):
         for bits, g, asym, with_bias in SYNTHETIC_CONFIGS:
             groups = 1 if g == -1 else k // g
-            u = rng.integers(0, 1 << bits, size=(k, n), dtype=np.int64).astype(np.uint8)
-            packed = interleaved_v1.pack(u, bits)
+            fmt = format_by_bits(bits)
+            u = rng.integers(0, 1 << bits, size=(k, n), dtype=np.int64).astype(np.uint8)  # FP6: all 64 codes
+            packed = fmt.pack(u)
             # Scales of a typical weight (|w| ~ 0.02 .. 0.1) spread over columns and groups; never zero.
-            scales = rng.uniform(0.5, 2.0, size=(groups, n)) * (0.05 / (1 << (bits - 1)))
+            top = 28.0 if fmt.qdq is None else 1 << (bits - 1)  # the largest code magnitude (FP6: 28)
+            scales = rng.uniform(0.5, 2.0, size=(groups, n)) * (0.05 / top)
             zeros_bits = None
             if asym:
                 zeros_bits = to_bits(rng.integers(0, 1 << bits, size=(groups, n)).astype(np.float32), act)
             bias_bits = to_bits(rng.normal(0.0, 0.5, size=n), act) if with_bias else None
-            name = f"int{bits}_{'pc' if g == -1 else f'g{g}'}{'_asym' if asym else ''}{'_bias' if with_bias else ''}_{act}"
-            attrs = dict(bits=bits, group_size=g, in_features=k, out_features=n, layout=1,
+            name = f"{fmt.name}_{'pc' if g == -1 else f'g{g}'}{'_asym' if asym else ''}{'_bias' if with_bias else ''}_{act}"
+            attrs = dict(bits=bits, group_size=g, in_features=k, out_features=n, layout=fmt.layout.VERSION,
                          has_zeros=int(asym), has_bias=int(with_bias))
             lines.append(write_case(out, name, attrs, act, packed, to_bits(scales, act), zeros_bits, bias_bits))
     return lines

@@ -64,7 +64,7 @@ def test_compiles_against_tensorrt_headers(trt_include, source):
 
 def test_make_cases_writes_what_the_harness_reads(tmp_path):
     sys.path.insert(0, str(ROOT))
-    from graph_passes.layouts import interleaved_v1
+    from graph_passes.registry.formats import format_by_bits
 
     k, n = 256, 64
     proc = subprocess.run([sys.executable, str(HERE / "make_cases.py"), str(tmp_path), "-k", str(k), "-n", str(n)],
@@ -72,14 +72,15 @@ def test_make_cases_writes_what_the_harness_reads(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = (tmp_path / "cases.txt").read_text().split("\n")
     cases = [ln.split() for ln in lines if ln]
-    assert len(cases) == 8
+    assert len(cases) == 12
     seen = set()
     for name, bits, g, kk, nn, layout, hz, hb, act in cases:
         bits, g, hz, hb = int(bits), int(g), int(hz), int(hb)
-        assert (int(kk), int(nn), int(layout)) == (k, n, 1) and act in ("fp16", "bf16")
+        fmt = format_by_bits(int(bits))
+        assert (int(kk), int(nn), int(layout)) == (k, n, fmt.layout.VERSION) and act in ("fp16", "bf16")
         seen.add((bits, g, hz, act))
         groups = 1 if g == -1 else k // g
-        packed = np.fromfile(tmp_path / f"{name}.weight.i32", np.int32).reshape(interleaved_v1.packed_shape(k, n, bits))
+        packed = np.fromfile(tmp_path / f"{name}.weight.i32", np.int32).reshape(fmt.layout.packed_shape(k, n, bits))
         sbits = np.fromfile(tmp_path / f"{name}.scales.u16", np.uint16)
         assert sbits.size == groups * n
         scales = (sbits.view(np.float16).astype(np.float64) if act == "fp16"
@@ -92,13 +93,14 @@ def test_make_cases_writes_what_the_harness_reads(tmp_path):
             assert np.all(zeros == np.round(zeros)) and zeros.min() >= 0 and zeros.max() < 1 << bits
         assert (tmp_path / f"{name}.bias.u16").is_file() == bool(hb)
         wref = np.fromfile(tmp_path / f"{name}.wref.f64", np.float64).reshape(k, n)
-        expect = interleaved_v1.dequantize_reference(packed, scales.reshape(groups, n),
-                                                     None if zeros is None else zeros.reshape(groups, n), k, n, bits, g)
+        expect = fmt.dequantize(packed, scales.reshape(groups, n), None if zeros is None else zeros.reshape(groups, n),
+                                k, n, g)
         np.testing.assert_array_equal(wref, expect)
         assert np.abs(wref).max() > 0
-    # the synthetic matrix: INT8 per-channel, INT4 per-channel, g128, g128 asymmetric, x fp16 / bf16
+    # the synthetic matrix: INT8 per-channel, INT4 per-channel, g128, g128 asymmetric, FP6 per-channel, g128, x fp16 / bf16
     for act in ("fp16", "bf16"):
-        assert {(8, -1, 0, act), (4, -1, 0, act), (4, 128, 0, act), (4, 128, 1, act)} <= seen
+        assert {(8, -1, 0, act), (4, -1, 0, act), (4, 128, 0, act), (4, 128, 1, act), (6, -1, 0, act),
+                (6, 128, 0, act)} <= seen
 
 
 def test_rtx_minimal_model_is_valid(tmp_path):

@@ -298,6 +298,15 @@ struct Case
     {
         return groupSize == -1 ? 1 : k / groupSize;
     }
+    // The packed weight's int32 shape: layout 1 [N / I, K / 2], layout 2 (FP6, bits 6) [N / 4, 3 K / 4].
+    int64_t packedRows() const
+    {
+        return n / (bits == 8 ? 2 : 4);
+    }
+    int64_t packedCols() const
+    {
+        return bits == 6 ? 3 * k / 4 : k / 2;
+    }
     int32_t nbInputs() const
     {
         return 3 + hasZeros + hasBias;
@@ -334,8 +343,7 @@ std::vector<Case> loadCases(std::string const& dir)
         s >> c.name >> c.bits >> c.groupSize >> c.k >> c.n >> c.layout >> c.hasZeros >> c.hasBias >> act;
         c.bf16 = act == "bf16";
         std::string const p = dir + "/" + c.name;
-        int32_t const inter = c.bits == 8 ? 2 : 4;
-        c.weight = readFile<int32_t>(p + ".weight.i32", static_cast<size_t>(c.n / inter) * (c.k / 2));
+        c.weight = readFile<int32_t>(p + ".weight.i32", static_cast<size_t>(c.packedRows() * c.packedCols()));
         c.scales = readFile<uint16_t>(p + ".scales.u16", static_cast<size_t>(c.scaleRows() * c.n));
         if (c.hasZeros)
         {
@@ -466,7 +474,7 @@ std::vector<PluginTensorDesc> descs(Case const& c, Dims const& x)
         d.push_back(p);
     };
     add(x, act);
-    add(dims({c.n / (c.bits == 8 ? 2 : 4), c.k / 2}), DataType::kINT32);
+    add(dims({c.packedRows(), c.packedCols()}), DataType::kINT32);
     add(dims({c.scaleRows(), c.n}), act);
     if (c.hasZeros)
     {

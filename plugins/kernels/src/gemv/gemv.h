@@ -33,18 +33,21 @@ struct Plan {
     int64_t tiles;         // CTAs along N
 };
 
-/* Per (bits, activation type) launchers; they switch on plan.nt / plan.mt, the scale mode and zeros. */
+/* Per (weight format, activation type) launchers; they switch on plan.nt / plan.mt, the scale mode and zeros. */
 trt_woq_status launch_i4_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_i4_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_i8_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_i8_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status launch_f6_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status launch_f6_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 
-/* Shared-memory bytes one warp's pipeline needs per stage. */
-inline size_t stage_bytes(int bits, int nt, int64_t m) {
-    const int kc = bits == 4 ? 128 : 64;  // k per chunk
-    return static_cast<size_t>(nt) * 512       // weights: 32 lanes x 16 B per tile
+/* Shared-memory bytes one warp's pipeline needs per stage (gemv_kernel's stage layout). */
+inline size_t stage_bytes(trt_woq_weight_format format, int nt, int64_t m) {
+    const int kc = format == TRT_WOQ_WEIGHT_INT8 ? 64 : 128;  // k per chunk
+    return static_cast<size_t>(nt) * 512       // weights (FP6: its 4-bit words): 32 lanes x 16 B per tile
            + static_cast<size_t>(m) * kc * 2   // activations: m rows of the chunk
-           + static_cast<size_t>(nt) * 256;    // scales and zeros: 32 lanes x 4 B each per tile
+           + static_cast<size_t>(nt) * 256     // scales and zeros: 32 lanes x 4 B each per tile
+           + (format == TRT_WOQ_WEIGHT_FP6_E3M2 ? static_cast<size_t>(nt) * 256 : 0);  // FP6 2-bit words: 8 B
 }
 
 }  // namespace gemv

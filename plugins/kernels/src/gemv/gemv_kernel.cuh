@@ -44,6 +44,7 @@
 
 #include "candidates.h"
 #include "converters.cuh"
+#include "converters_fp6.cuh"
 #include "epilogue.cuh"
 #include "gemv/gemv.h"
 
@@ -80,6 +81,10 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
+__device__ __forceinline__ void cp8(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
+}
+
 __device__ __forceinline__ void cp4(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
@@ -96,6 +101,12 @@ __device__ __forceinline__ void cp_wait() {
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+
+__device__ __forceinline__ uint2 lds64(uint32_t addr) {
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
     return v;
 }
 
@@ -213,6 +224,12 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
     for (int i = 0; i < 4; ++i) c[i] = c2[0][i] + c2[1][i];
 }
 
+/* (2^12, 2^12) as a pair of T: the FP6 converters' outputs are value * 2^-12 (converters_fp6.cuh). */
+template <typename T>
+__device__ __forceinline__ typename Pair<T>::type fp6_bias_pair() {
+    return detail::as_pair<typename Pair<T>::type>(std::is_same<T, half>::value ? 0x6C006C00u : 0x45804580u);
+}
+
 /* The arrangement (every M): tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as
  * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
  * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
@@ -225,11 +242,12 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
  * independent chains of kPairs mma. With NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa,
  * rows 8..15 from xb), so the conversion, the costly part, is paid once for 16 rows. */
 template <typename T, int BITS, int NB, bool FINE, bool ZEROS>
-__device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0, const uint4& w1, const uint4* xa,
-                                          const uint4* xb, typename Pair<T>::type z0, typename Pair<T>::type z1,
+__device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0, const uint4& w1, const uint2& l0,
+                                          const uint2& l1, const uint4* xa, const uint4* xb,
+                                          typename Pair<T>::type z0, typename Pair<T>::type z1,
                                           typename Pair<T>::type s0, typename Pair<T>::type s1) {
     using P = typename Pair<T>::type;
-    constexpr int kPairs = BITS == 4 ? 4 : 2;
+    constexpr int kPairs = BITS == 8 ? 2 : 4;
     constexpr bool kFold = BITS == 4 && !FINE;
 #pragma unroll
     for (int wp = 0; wp < 2; ++wp) {
@@ -239,6 +257,18 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
         for (int u = 0; u < 4; ++u) {
             if constexpr (kFold) {
                 convert_word_biased4<T>(words[u], p[u]);
+            } else if constexpr (BITS == 6) {
+                // 2-bit word wp of the lane's block serves its 4-bit words 2wp (u < 2) and 2wp + 1 (u >= 2).
+                const uint32_t seg2 = u % 2 == 0 ? (wp == 0 ? l0.x : l0.y) : (wp == 0 ? l1.x : l1.y);
+                if (u < 2) {
+                    fp6::convert_fp6_word<T, 0>(words[u], seg2, p[u]);
+                } else {
+                    fp6::convert_fp6_word<T, 1>(words[u], seg2, p[u]);
+                }
+#pragma unroll
+                for (int i = 0; i < kPairs; ++i) {  // fine groups: 2^12 first (exact), so value * s rounds once
+                    if (FINE) p[u][i] = __hmul2(__hmul2(p[u][i], fp6_bias_pair<T>()), u % 2 == 0 ? s0 : s1);
+                }
             } else {
                 convert_word<T, BITS>(words[u], p[u]);
 #pragma unroll
@@ -261,11 +291,15 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
 template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
-    constexpr int I = BITS == 4 ? 4 : 2;        // channels per packed row
-    constexpr int KC = BITS == 4 ? 128 : 64;    // k per chunk (4 lanes x one block)
+    // FP6 (layout 2): the 4-bit words sit where layout 1 puts INT4, so FP6 takes INT4's geometry; its 2-bit words
+    // follow in the same packed row at half the 4-bit offsets (docs/layouts.md).
+    constexpr int GB = BITS == 8 ? 8 : 4;       // the layout-1 width whose geometry applies
+    constexpr bool kFp6 = BITS == 6;
+    constexpr int I = GB == 4 ? 4 : 2;          // channels per packed row
+    constexpr int KC = GB == 4 ? 128 : 64;      // k per chunk (4 lanes x one block)
     constexpr int BK = KC / 4;                  // k per lane block
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
-    constexpr int kStride = BITS == 4 ? 256 : 128;  // packed-row bytes per chunk
+    constexpr int kStride = GB == 4 ? 256 : 128;  // packed-row bytes per chunk (4-bit words for FP6)
     constexpr bool GROUPED = MODE != kPerChannel;
     // Weights are the mma's A operand (16 channels = tiles j, j+1), activations its B in NB column tiles of 8 rows.
     static_assert(NT % 2 == 0, "the A operand pairs tiles");
@@ -293,11 +327,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const uint32_t x_off = NT * 512;
     const uint32_t s_off = x_off + m * KC * 2;
     const uint32_t z_off = s_off + NT * 128;
-    const uint32_t stage_bytes = z_off + NT * 128;
+    const uint32_t l_off = z_off + NT * 128;  // FP6: 2-bit words, NT x 32 x 8 B
+    const uint32_t stage_bytes = l_off + (kFp6 ? NT * 256 : 0);
     const uint32_t warp_smem = smem_addr(smem) + warp * STAGES * stage_bytes;
 
     // Per-lane sources (chunk 0); each chunk adds kStride to weights and KC to activations.
     const unsigned char* wptr[NT];
+    const unsigned char* lptr[kFp6 ? NT : 1];  // FP6: this lane's 2-bit words (8 B per chunk)
     bool nvalid[NT];
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
@@ -305,8 +341,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         nvalid[j] = c < a.n;
         const int r = c / I;
         const int ci = c % I;
-        const size_t off = BITS == 4 ? static_cast<size_t>(r) * a.k * 2 + ci * 32 + (q >> 1) * 128 + (q & 1) * 16
-                                     : static_cast<size_t>(r) * a.k * 2 + ci * 64 + q * 16;
+        const size_t row = static_cast<size_t>(r) * a.k * (kFp6 ? 3 : 2);  // packed-row bytes: 2 K, FP6 3 K
+        const size_t off = GB == 4 ? row + ci * 32 + (q >> 1) * 128 + (q & 1) * 16 : row + ci * 64 + q * 16;
+        if constexpr (kFp6) lptr[j] = nvalid[j] ? a.w + row + 2 * static_cast<size_t>(a.k) + (off - row) / 2 : a.w;
         wptr[j] = nvalid[j] ? a.w + off : a.w;
     }
     const T* xrow_a = a.x + static_cast<size_t>(g) * a.k + q * BK;
@@ -326,15 +363,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         const size_t woff = kvalid ? static_cast<size_t>(chunk) * kStride : 0;
 #pragma unroll
         for (int j = 0; j < NT; ++j) cp16(st + (j * 32 + lane) * 16, wptr[j] + woff, nvalid[j] && kvalid);
+        if constexpr (kFp6) {
+#pragma unroll
+            for (int j = 0; j < NT; ++j) cp8(st + l_off + (j * 32 + lane) * 8, lptr[j] + woff / 2, nvalid[j] && kvalid);
+        }
         if (g < m) {
             const T* xs = xrow_a + (kvalid ? kc0 : 0);
 #pragma unroll
-            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<BITS>(g, q, v), xs + 8 * v, kvalid);
+            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<GB>(g, q, v), xs + 8 * v, kvalid);
         }
         if (MT == 16 && g + 8 < m) {
             const T* xs = xrow_b + (kvalid ? kc0 : 0);
 #pragma unroll
-            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<BITS>(g + 8, q, v), xs + 8 * v, kvalid);
+            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<GB>(g + 8, q, v), xs + 8 * v, kvalid);
         }
         if (GROUPED) {
             const size_t row = static_cast<size_t>((kvalid ? k0 : kc0) >> a.group_shift) * a.n;
@@ -413,10 +454,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         uint4 xa[kVec];
         uint4 xb[MT == 16 ? kVec : 1];
 #pragma unroll
-        for (int v = 0; v < kVec; ++v) xa[v] = g < m ? lds128(st + x_off + act_offset<BITS>(g, q, v)) : make_uint4(0, 0, 0, 0);
+        for (int v = 0; v < kVec; ++v) {
+            xa[v] = g < m ? lds128(st + x_off + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
         for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
-            xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<BITS>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
+            xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<GB>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
         }
         // Folded conversion: the chunk's row sums per column tile, once for all tiles (c0/c1 offsets, c2/c3 plain
         // sums).
@@ -429,6 +472,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         for (int j = 0; j < NT; j += 2) {
             const uint4 w0 = lds128(st + (j * 32 + lane) * 16);
             const uint4 w1 = lds128(st + ((j + 1) * 32 + lane) * 16);
+            const uint2 l0 = kFp6 ? lds64(st + l_off + (j * 32 + lane) * 8) : make_uint2(0, 0);
+            const uint2 l1 = kFp6 ? lds64(st + l_off + ((j + 1) * 32 + lane) * 8) : make_uint2(0, 0);
             const int odd = (n_base + 8 * j + g) & 1;  // same parity for tile j + 1 (tiles are 8 apart)
             P z0, z1, s0, s1;
             float zfa = 0.0f, zfb = 0.0f;  // z - 2^(bits-1) for the folded correction
@@ -460,7 +505,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
                         t2[b][1][i] = acc2[j + b][i];
                     }
                 }
-                mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, xa, xb, z0, z1, s0, s1);
+                mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, l0, l1, xa, xb, z0, z1, s0, s1);
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
 #pragma unroll
@@ -472,7 +517,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
                 continue;
             }
             float t2[NB][2][4] = {};
-            mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, xa, xb, z0, z1, s0, s1);
+            mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, l0, l1, xa, xb, z0, z1, s0, s1);
 #pragma unroll
             for (int b = 0; b < NB; ++b) {
                 float t[4];
@@ -491,8 +536,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
                     }
                 }
                 if constexpr (chunk_scaled) {
-                    const float fa = to_float(s0.x);
-                    const float fb = to_float(s1.x);
+                    const float fa = to_float(s0.x) * (kFp6 ? fp6::kBiasScale : 1.0f);
+                    const float fb = to_float(s1.x) * (kFp6 ? fp6::kBiasScale : 1.0f);
                     acc[j + b][0] = fmaf(t[0], fa, acc[j + b][0]);
                     acc[j + b][1] = fmaf(t[1], fa, acc[j + b][1]);
                     acc[j + b][2] = fmaf(t[2], fb, acc[j + b][2]);
@@ -543,7 +588,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         for (int i = 0; i < kChannelsPerLane; ++i) {
             const int t = lane + 32 * i;
             if (t < kChannels) {
-                chan_scale[t] = to_float(pick<T>(early_scale[i], 0));
+                chan_scale[t] = to_float(pick<T>(early_scale[i], 0)) * (kFp6 ? fp6::kBiasScale : 1.0f);
                 chan_bias[t] = to_float(pick<T>(early_bias[i], 0));
             }
         }
@@ -611,7 +656,7 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.warps * 32,
                                                         plan.warps * plan.smem_per_warp);
     if (err != cudaSuccess) return record_cuda_error(err);
-    const int64_t kc = BITS == 4 ? 128 : 64;
+    const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
     const int64_t slots = static_cast<int64_t>(std::max(per_sm, 1)) * plan.sms;
     int nsplit = 1;
@@ -677,13 +722,17 @@ trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaS
 
 template <typename T, int BITS, int MODE>
 trt_woq_status launch_zeros(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    return p->zeros != nullptr ? launch_nt<T, BITS, MODE, true>(plan, p, stream)
-                               : launch_nt<T, BITS, MODE, false>(plan, p, stream);
+    if constexpr (BITS == 6) {  // FP6 has no zero points (supports() refuses them)
+        return launch_nt<T, BITS, MODE, false>(plan, p, stream);
+    } else {
+        return p->zeros != nullptr ? launch_nt<T, BITS, MODE, true>(plan, p, stream)
+                                   : launch_nt<T, BITS, MODE, false>(plan, p, stream);
+    }
 }
 
 template <typename T, int BITS>
 trt_woq_status launch_typed(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    constexpr int kc = BITS == 4 ? 128 : 64;
+    constexpr int kc = BITS == 8 ? 64 : 128;
     if (p->group_size == -1) return launch_zeros<T, BITS, kPerChannel>(plan, p, stream);
     if (p->group_size >= kc) return launch_zeros<T, BITS, kChunkGroup>(plan, p, stream);
     return launch_zeros<T, BITS, kFineGroup>(plan, p, stream);
