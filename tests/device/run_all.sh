@@ -4,6 +4,8 @@
 #   1. kernels_check.py      converters (exhaustive), GEMV, dispatch through the public C ABI
 #   2. gemm_check.py         every GEMM candidate and the dispatch for all M
 #   2b. fp6_check.py         FP6 converters (every code in every position) and the FP6 GEMV through the C ABI
+#   2c. conv_check.py        every epilogue on every linear candidate, and conv2d against a float64 conv
+#   2d. w8a8_check.py        W8A8: the quantize step bit for bit, every W8A8 candidate and the dispatch
 #   3. the plugin harness    WeightOnlyLinear driven as TensorRT does, on synthetic cases and on every node of
 #                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16);
 #                            the synthetic cases include FP6 per channel and g128
@@ -53,6 +55,8 @@ run_check() {  # run_check NAME LOG COMMAND...
 run_check "kernels_check.py" kernels_check.log timeout 420 python3 tests/device/kernels_check.py
 run_check "gemm_check.py" gemm_check.log timeout 420 python3 tests/device/gemm_check.py
 run_check "fp6_check.py" fp6_check.log timeout 300 python3 tests/device/fp6_check.py
+run_check "conv_check.py" conv_check.log timeout 300 python3 tests/device/conv_check.py
+run_check "w8a8_check.py" w8a8_check.log timeout 300 python3 tests/device/w8a8_check.py
 
 # Plugin harness inputs: the synthetic matrix plus the nodes of Llama samples quantized here.
 h=tests/plugins/weight_only_linear
