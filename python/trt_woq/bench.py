@@ -640,12 +640,25 @@ def markdown(result: dict) -> str:
 
 
 def dumps(result: dict) -> str:
-    """A run as JSON with one line per top-level key and per row: greppable and diffable, and a few hundred lines
-    where one line per field made thousands (docs/bench/ keeps the runs the figures cite)."""
+    """A run as JSON with one line per top-level key and per problem (the rows of one K x N x M, or of one K x N
+    when rows have no method): greppable and diffable; ``json.load`` reads back exactly the run."""
+    def line_key(row):
+        if not isinstance(row, dict):
+            return id(row)
+        return tuple(row.get(f) for f in (("k", "n", "m") if "method" in row else ("k", "n", "bits")))
+
     def entry(key, value):
-        if isinstance(value, list):
-            return f" {json.dumps(key)}: [\n" + ",\n".join(f"  {json.dumps(v)}" for v in value) + "\n ]"
-        return f" {json.dumps(key)}: {json.dumps(value)}"
+        if not isinstance(value, list):
+            return f" {json.dumps(key)}: {json.dumps(value)}"
+        lines, last = [], object()
+        for v in value:
+            lk = line_key(v)
+            if lines and lk == last:
+                lines[-1] += ", " + json.dumps(v)
+            else:
+                lines.append("  " + json.dumps(v))
+            last = lk
+        return f" {json.dumps(key)}: [\n" + ",\n".join(lines) + "\n ]"
 
     return "{\n" + ",\n".join(entry(k, v) for k, v in result.items()) + "\n}\n"
 
