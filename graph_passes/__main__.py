@@ -279,10 +279,16 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     sub.required = True
-    fmt = argparse.RawDescriptionHelpFormatter
 
-    short, long = _doc(cmd_quantize)
-    p = sub.add_parser("quantize", help=short, description=long, formatter_class=fmt)
+    def command(name, default):
+        """The subparser of ``name``: its help is the docstring of the function that runs it."""
+        fn = commands.get(name, default)
+        short, long = _doc(fn)
+        p = sub.add_parser(name, help=short, description=long, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=fn)
+        return p
+
+    p = command("quantize", cmd_quantize)
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     p.add_argument("-o", "--output", metavar="OUT", type=_file_name, help="output .onnx file")
     _add_quant_options(p)
@@ -297,31 +303,22 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
                    help="overwrite an existing output / report (never the input or its external data)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress (a bar on a terminal, a short log otherwise)")
-    p.set_defaults(func=cmd_quantize)
 
-    short, long = _doc(cmd_inspect)
-    p = sub.add_parser("inspect", help=short, description=long, formatter_class=fmt)
+    p = command("inspect", cmd_inspect)
     p.add_argument("model", metavar="MODEL", help="input .onnx file (external data beside it is read too)")
     _add_quant_options(p)
     p.add_argument("--force", action="store_true", help="overwrite an existing report")
-    p.set_defaults(func=cmd_inspect)
 
-    short, long = _doc(commands.get("compare", cmd_compare))
-    p = sub.add_parser("compare", help=short, description=long, formatter_class=fmt)
+    p = command("compare", cmd_compare)
     add_compare_arguments(p)
-    p.set_defaults(func=commands.get("compare", cmd_compare))
 
-    short, long = _doc(cmd_twin)
-    p = sub.add_parser("twin", help=short, description=long, formatter_class=fmt)
+    p = command("twin", cmd_twin)
     p.add_argument("quantized", metavar="QUANTIZED", help="a plugin-format model (quantize --format plugin)")
     p.add_argument("-o", "--output", metavar="TWIN", required=True, help="output .onnx file")
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
-    p.set_defaults(func=cmd_twin)
 
-    short, long = _doc(commands.get("build", cmd_build))
-    p = sub.add_parser("build", help=short, description=long, formatter_class=fmt)
+    p = command("build", cmd_build)
     add_build_arguments(p)
-    p.set_defaults(func=commands.get("build", cmd_build))
     return parser
 
 

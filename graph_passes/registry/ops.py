@@ -37,12 +37,9 @@ class OpKind:
 OPS: Registry[OpKind] = Registry("op")
 LINEAR = OPS.add(OpKind(
     name="linear", op_type="WeightOnlyLinear", domain="trt_woq", source_ops=("MatMul", "Gemm"),
-    c_name="TRT_WOQ_OP_LINEAR", c_enum=0,
-    match=Ref("graph_passes.passes.match:find_linear_layers"),
-    to_plugin=Ref("graph_passes.passes.to_plugin:to_weight_only_linear"),
-    to_qdq=Ref("graph_passes.passes.to_qdq:to_qdq"),
-    reference=Ref("graph_passes.op:evaluate"),
-    reference_op=Ref("graph_passes.op:reference_op"),
+    c_name="TRT_WOQ_OP_LINEAR", c_enum=0, match=Ref("graph_passes.passes.match:find_linear_layers"),
+    to_plugin=Ref("graph_passes.passes.to_plugin:to_weight_only_linear"), to_qdq=Ref("graph_passes.passes.to_qdq:to_qdq"),
+    reference=Ref("graph_passes.op:evaluate"), reference_op=Ref("graph_passes.op:reference_op"),
     tests=("tests/graph_passes/test_op.py::test_reference_evaluator_vs_float64",
            "tests/graph_passes/passes/test_match.py::test_matmul_and_matmul_add_rank3_dynamic",
            "tests/graph_passes/passes/test_to_plugin.py::test_fp32_graph_gets_casts_and_runs",
@@ -50,12 +47,9 @@ LINEAR = OPS.add(OpKind(
 
 CONV2D = OPS.add(OpKind(
     name="conv2d", op_type="WeightOnlyConv", domain="trt_woq", source_ops=("Conv",),
-    c_name="TRT_WOQ_OP_CONV2D", c_enum=1,
-    match=Ref("graph_passes.passes.match_conv:find_conv_layers"),
-    to_plugin=Ref("graph_passes.passes.conv:to_weight_only_conv"),
-    to_qdq=Ref("graph_passes.passes.conv:to_qdq_conv"),
-    reference=Ref("graph_passes.op_conv:evaluate"),
-    reference_op=Ref("graph_passes.op_conv:reference_op"),
+    c_name="TRT_WOQ_OP_CONV2D", c_enum=1, match=Ref("graph_passes.passes.match_conv:find_conv_layers"),
+    to_plugin=Ref("graph_passes.passes.conv:to_weight_only_conv"), to_qdq=Ref("graph_passes.passes.conv:to_qdq_conv"),
+    reference=Ref("graph_passes.op_conv:evaluate"), reference_op=Ref("graph_passes.op_conv:reference_op"),
     tests=("tests/graph_passes/test_op_conv.py::test_conv_reference_vs_direct_float64",
            "tests/graph_passes/passes/test_conv.py::test_policy_and_geometry",
            "tests/graph_passes/passes/test_conv.py::test_plugin_and_qdq_twins_agree")))

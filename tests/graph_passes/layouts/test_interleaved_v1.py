@@ -135,43 +135,40 @@ def _word_of(packed: np.ndarray, bits: int, n: int, k_block_start: int, j: int) 
     return int(packed[n // inter].view(np.uint32)[byte // 4])
 
 
+def _fragment_words(bits: int, n: int):
+    """(u, column, k block start, j, word) for every lane word j of every k block of a fresh random K=256 x n packing."""
+    k = 256
+    u = _random_u(np.random.default_rng(), k, n, bits)
+    packed = L.pack(u, bits)
+    for col in range(n):
+        for kb in range(0, k, 16 if bits == 8 else 32):
+            for j in range(4):
+                yield u, col, kb, j, _word_of(packed, bits, col, kb, j)
+
+
 def test_mma_fragment_property_int8():
     """Lane t's word holds k = 2(t%4) + {0, 1, 8, 9} of its block, byte p = element p, so PRMT 0x7150 gives the half2
     (k, k+1) = (2j, 2j+1) and 0x7352 gives (2j+8, 2j+9): exactly the m16n8k16 B fragment registers."""
-    rng = np.random.default_rng()
-    k, n = 256, 6
-    u = _random_u(rng, k, n, 8)
-    packed = L.pack(u, 8)
-    for col in range(n):
-        for kb in range(0, k, 16):
-            for j in range(4):
-                word = _word_of(packed, 8, col, kb, j)
-                got = [(word >> (8 * p)) & 0xFF for p in range(4)]
-                want = [u[kb + 2 * j + d, col] for d in (0, 1, 8, 9)]
-                assert got == want, (col, kb, j)
+    for u, col, kb, j, word in _fragment_words(8, 6):
+        got = [(word >> (8 * p)) & 0xFF for p in range(4)]
+        want = [u[kb + 2 * j + d, col] for d in (0, 1, 8, 9)]
+        assert got == want, (col, kb, j)
 
 
 def test_mma_fragment_property_int4():
     """Lane t's word holds k = 2(t%4) + {0, 1, 8, 9} for two k16 steps (e0..e7 = 2j, 2j+1, 2j+8, 2j+9, 16+2j, ...),
     nibbles low->high e0 e2 e4 e6 e1 e3 e5 e7, so the LOP3 masks 0x000F000F, 0x00F000F0 and the same after >> 8
     yield the pairs (e0, e1), (e2, e3), (e4, e5), (e6, e7) in order."""
-    rng = np.random.default_rng()
-    k, n = 256, 8
-    u = _random_u(rng, k, n, 4)
-    packed = L.pack(u, 4)
-    for col in range(n):
-        for kb in range(0, k, 32):
-            for j in range(4):
-                word = _word_of(packed, 4, col, kb, j)
-                want_k = [2 * j, 2 * j + 1, 2 * j + 8, 2 * j + 9, 16 + 2 * j, 17 + 2 * j, 24 + 2 * j, 25 + 2 * j]
-                want = [int(u[kb + kk, col]) for kk in want_k]
-                # What the kernel's masks extract, in the order it uses them.
-                pairs = []
-                for w in (word, word >> 8):
-                    lo = w & 0x000F000F
-                    hi = w & 0x00F000F0
-                    pairs += [(lo & 0xF, (lo >> 16) & 0xF), ((hi >> 4) & 0xF, (hi >> 20) & 0xF)]
-                assert [v for pair in pairs for v in pair] == want, (col, kb, j)
+    for u, col, kb, j, word in _fragment_words(4, 8):
+        want_k = [2 * j, 2 * j + 1, 2 * j + 8, 2 * j + 9, 16 + 2 * j, 17 + 2 * j, 24 + 2 * j, 25 + 2 * j]
+        want = [int(u[kb + kk, col]) for kk in want_k]
+        # What the kernel's masks extract, in the order it uses them.
+        pairs = []
+        for w in (word, word >> 8):
+            lo = w & 0x000F000F
+            hi = w & 0x00F000F0
+            pairs += [(lo & 0xF, (lo >> 16) & 0xF), ((hi >> 4) & 0xF, (hi >> 20) & 0xF)]
+        assert [v for pair in pairs for v in pair] == want, (col, kb, j)
 
 
 # ---------------------------------------------------------------------------------------------------------------
