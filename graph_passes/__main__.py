@@ -114,15 +114,11 @@ def _calib_feeds(args) -> list | None:
     """The calibration samples of --calib-data / --calib-script (None when neither is given)."""
     if not (args.calib_data or args.calib_script):
         return None
-    if args.calib_data and args.calib_script:
-        raise UserError("give --calib-data or --calib-script, not both")
-    from graph_passes.feeds import load_npz_feeds, load_script_feeds, model_input_specs
+    from graph_passes.feeds import load_feeds, model_input_specs
     from graph_passes.pipeline import read_graph
 
-    specs = model_input_specs(read_graph(args.model))
-    if args.calib_data:
-        return load_npz_feeds(args.calib_data, specs, limit=args.calib_samples)
-    return load_script_feeds(args.calib_script, specs, limit=args.calib_samples)
+    return load_feeds(args.calib_data, args.calib_script, model_input_specs(read_graph(args.model)),
+                      args.calib_samples, options=("--calib-data", "--calib-script"))
 
 
 def _parse_shapes(items):

@@ -556,7 +556,7 @@ def make_inputs(model, input_shapes: dict | None = None, seed: int = 0) -> dict[
 def load_feeds(model, *, input_shapes: dict | None = None, seed: int = 0, data: str | None = None,
                data_script: str | None = None, samples: int | None = None) -> tuple[list[dict], str]:
     """(feed dicts, where they come from): real inputs from ``data`` / ``data_script``, else one generated sample."""
-    from graph_passes.feeds import load_npz_feeds, load_script_feeds, model_input_specs
+    from graph_passes import feeds as real
 
     if data and data_script:
         raise UserError("give --data or --data-script, not both")
@@ -564,12 +564,9 @@ def load_feeds(model, *, input_shapes: dict | None = None, seed: int = 0, data: 
         raise UserError("--input-shape shapes generated inputs; with --data / --data-script the data sets the shapes")
     if samples is not None and not (data or data_script):
         raise UserError("--samples counts samples of --data / --data-script; generated inputs are one sample")
-    if data:
-        feeds = load_npz_feeds(data, model_input_specs(model), samples)
-        return feeds, f"{len(feeds)} sample(s) from {data}"
-    if data_script:
-        feeds = load_script_feeds(data_script, model_input_specs(model), samples)
-        return feeds, f"{len(feeds)} sample(s) from {data_script}"
+    feeds = real.load_feeds(data, data_script, real.model_input_specs(model), samples)
+    if feeds is not None:
+        return feeds, f"{len(feeds)} sample(s) from {data or data_script}"
     return [make_inputs(model, input_shapes, seed)], f"generated (seed {seed})"
 
 

@@ -205,3 +205,16 @@ def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = Non
     if not feeds:
         raise UserError(f"{source}: returned no samples")
     return feeds
+
+
+def load_feeds(npz: str | None, script: str | None, specs: list[InputSpec], limit: int | None = None,
+               options: tuple[str, str] = ("--data", "--data-script")) -> list[dict[str, np.ndarray]] | None:
+    """The samples of an .npz file or of a data script (None when neither is given); ``options`` names the two
+    command-line options in the one-line error for both given."""
+    if npz and script:
+        raise UserError(f"give {options[0]} or {options[1]}, not both")
+    if npz:
+        return load_npz_feeds(npz, specs, limit)
+    if script:
+        return load_script_feeds(script, specs, limit)
+    return None
