@@ -17,7 +17,10 @@ from woq_models import ort_run
 
 
 @pytest.fixture
-def block(rng, tmp_path):
+def block(tmp_path):
+    # A fixed seed: on some random draws AWQ's alpha search keeps `up` unscaled (no Mul), and the fold checks below
+    # would then see only two of the three edit kinds.
+    rng = np.random.default_rng(0)
     path = tmp_path / "block.onnx"
     onnx.save(calib_models.block(rng), path)
     np.savez(tmp_path / "calib.npz", x=calib_models.samples(rng, 12))

@@ -49,8 +49,11 @@ def test_plan_passes():
     assert plan_passes({"a": 5, "b": 5, "c": 20, "d": 1}, 10) == [["a", "b"], ["c"], ["d"]]
 
 
-def test_awq_edit_keeps_the_float_function(rng):
+def test_awq_edit_keeps_the_float_function():
     """AWQ's graph edit alone (weights times s, 1/s folded or multiplied) leaves every output as it was."""
+    # A fixed seed: on some random draws the alpha search keeps `up` unscaled (alpha 0), so no Mul is inserted and
+    # the three edit kinds this test checks are not all exercised.
+    rng = np.random.default_rng(0)
     model = calib_models.block(rng)
     config = QuantConfig(method="awq")
     report = QuantReport()
