@@ -3,6 +3,7 @@
  * TensorRT does, without TensorRT, and checks every answer.
  *
  *   plugin_conformance PLUGIN_LIBRARY CASES_DIR [--verbose]
+ *   plugin_conformance --list CASES_DIR          the cases as read, one line each (no GPU needed)
  *
  * CASES_DIR is written by make_cases.py: cases.txt names the cases; NAME.case holds one plugin node (its plugin, its
  * ONNX attributes with their types, its constant inputs, the float64 weight W[K, N] of the op's math, the
@@ -1143,13 +1144,63 @@ void fieldChecks(Library const& lib, TestLogger& logger, Case const& c)
     check(p != nullptr, "createPlugin accepts kINT64 fields without the string fields");
 }
 
+std::vector<std::string> caseNames(std::string const& dir)
+{
+    std::vector<std::string> names;
+    std::ifstream list(dir + "/cases.txt");
+    std::string line;
+    while (std::getline(list, line))
+    {
+        if (!line.empty())
+        {
+            names.push_back(line);
+        }
+    }
+    if (names.empty())
+    {
+        std::printf("no cases in %s/cases.txt (run make_cases.py)\n", dir.c_str());
+        std::exit(2);
+    }
+    return names;
+}
+
+// --list: the cases as this program reads them, one line each (the CPU test compares them with make_cases.py's).
+int listCases(std::string const& dir)
+{
+    for (std::string const& name : caseNames(dir))
+    {
+        Case const c = loadCase(dir, name);
+        std::printf("%s %s %s attrs=%zu K=%lld N=%lld xconst=%d inputs=", c.name.c_str(), c.plugin.c_str(),
+            c.bf16 ? "bf16" : "fp16", c.attrs.size(), static_cast<long long>(c.k), static_cast<long long>(c.n), c.xconst);
+        for (ConstInput const& in : c.inputs)
+        {
+            std::printf("%s:%s,", in.int32 ? "i32" : "act", dimsText(in.dims).c_str());
+        }
+        for (Profile const& p : c.profiles)
+        {
+            std::printf(" profile=%s:%s:%s:%s", p.needTactics ? "need" : "any", dimsText(p.min).c_str(),
+                dimsText(p.opt).c_str(), dimsText(p.max).c_str());
+            for (Run const& r : p.runs)
+            {
+                std::printf(" run=%s:%s:%s", dimsText(r.x).c_str(), dimsText(r.y).c_str(), r.w8a8 ? "w8a8" : "float");
+            }
+        }
+        std::printf(" invalid=%zu\n", c.invalid.size());
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
+    if (argc == 3 && std::string(argv[1]) == "--list")
+    {
+        return listCases(argv[2]);
+    }
     if (argc < 3)
     {
-        std::printf("usage: %s PLUGIN_LIBRARY CASES_DIR [--verbose]\n", argv[0]);
+        std::printf("usage: %s PLUGIN_LIBRARY CASES_DIR [--verbose]\n       %s --list CASES_DIR\n", argv[0], argv[0]);
         return 2;
     }
     bool const verbose = argc > 3 && std::string(argv[3]) == "--verbose";
@@ -1196,23 +1247,7 @@ int main(int argc, char** argv)
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
-    std::vector<std::string> names;
-    {
-        std::ifstream list(std::string(argv[2]) + "/cases.txt");
-        std::string line;
-        while (std::getline(list, line))
-        {
-            if (!line.empty())
-            {
-                names.push_back(line);
-            }
-        }
-    }
-    if (names.empty())
-    {
-        std::printf("no cases in %s/cases.txt (run make_cases.py)\n", argv[2]);
-        return 2;
-    }
+    std::vector<std::string> const names = caseNames(argv[2]);
     Device dev;
     CUDA_CHECK(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking));
     for (std::string const& name : names)

@@ -249,3 +249,41 @@ def test_model_cases_read_w8a8_nodes(tmp_path):
     assert names
     cases = [check_case(tmp_path / "cases", name) for name in names]
     assert all(c["attrs"].act_mode == 1 and c["attrs"].act_asymmetric == 1 for c in cases)
+
+
+def test_harness_reads_what_make_cases_writes(tmp_path):
+    """plugin_conformance --list (no GPU needed) against the case files: attributes, inputs, profiles, runs."""
+    sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
+    from test_plugin_sources import HEADERS, _cuda_include
+
+    cuda, cxx = _cuda_include(), shutil.which("g++") or shutil.which("c++")
+    cudart = None if cuda is None else next(iter(sorted(cuda.parent.glob("lib*/libcudart_static.a"))), None)
+    if not HEADERS or cuda is None or cxx is None or cudart is None:
+        pytest.skip("needs TensorRT headers (TENSORRT_INCLUDE_DIR), the CUDA runtime and a C++ compiler")
+    exe = tmp_path / "plugin_conformance"
+    cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-isystem", str(HEADERS[0]),
+           "-isystem", str(cuda), str(HERE / "plugin_conformance.cpp"), "-o", str(exe), str(cudart), "-ldl", "-lrt",
+           "-pthread"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for op in ("linear", "conv"):
+        folder = tmp_path / op
+        assert make_cases.main([str(folder), "--op", op, "-k", "256", "-n", "64", "--max-m", "64"]) == 0
+        listing = subprocess.run([str(exe), "--list", str(folder)], capture_output=True, text=True)
+        assert listing.returncode == 0, listing.stdout + listing.stderr
+        lines = listing.stdout.splitlines()
+        names = (folder / "cases.txt").read_text().split()
+        assert [ln.split()[0] for ln in lines] == names
+        for name, line in zip(names, lines, strict=True):
+            case = read_case(folder / f"{name}.case")
+            attrs, _ = _attrs_of(case)
+            inputs = "".join(f"{kind}:{'x'.join(map(str, shape))}," for kind, shape in case["inputs"])
+            profiles = ""
+            for p in case["profiles"]:
+                lo, opt, hi = ("x".join(map(str, d)) for d in p["range"])
+                profiles += f" profile={'need' if p['need'] else 'any'}:{lo}:{opt}:{hi}"
+                profiles += "".join(f" run={'x'.join(map(str, x))}:{'x'.join(map(str, y))}:{m}" for x, y, m in p["runs"])
+            expect = (f"{name} {case['plugin']} {case['act']} attrs={len(case['attrs'])} K={attrs.in_features} "
+                      f"N={attrs.out_features} xconst={case['xconst']} inputs={inputs}{profiles} "
+                      f"invalid={len(case['invalid'])}")
+            assert line == expect
