@@ -356,7 +356,8 @@ size_t WeightOnlyConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inp
         int32_t const sm = mSm ? mSm : currentSm();
         trt_woq_linear_params p;
         size_t bytes = 0;
-        for (Dims const* d : {&inputs[kACTIVATION_IDX].min, &inputs[kACTIVATION_IDX].opt, &inputs[kACTIVATION_IDX].max})
+        DynamicPluginTensorDesc const& x = inputs[kACTIVATION_IDX];
+        for (Dims const* d : {&x.min, &x.opt, &x.max})
         {
             if (describe(*d, actTypeOf(inputs[kACTIVATION_IDX].desc.type), &p))
             {

@@ -255,7 +255,7 @@ def synthetic_combinations() -> set[tuple[str, str, str, str]]:
     return linear | conv
 
 
-def _weights(rng: np.random.Generator, bits: int, g: int, asym: bool, k: int, n: int, act: str, bias: bool):
+def random_weights(rng: np.random.Generator, bits: int, g: int, asym: bool, k: int, n: int, act: str, bias: bool):
     """(codes U [K, N], scale bits, zero bits or None, bias bits or None) of a typical weight, fresh random."""
     fmt = format_by_bits(bits)
     groups = 1 if g == -1 else k // g
@@ -268,7 +268,7 @@ def _weights(rng: np.random.Generator, bits: int, g: int, asym: bool, k: int, n:
     return u, scales, zeros, bias_bits
 
 
-def _node_and_inits(name: str, attrs, u: np.ndarray, scales, zeros, bias, act: str):
+def node_and_inits(name: str, attrs, u: np.ndarray, scales, zeros, bias, act: str):
     fmt = attrs.weight_format
     inits = {f"{name}.w": _i32_tensor(f"{name}.w", fmt.pack(u)), f"{name}.s": _u16_tensor(f"{name}.s", scales, act)}
     if zeros is not None:
@@ -287,14 +287,14 @@ def synthetic_linear(out: Path, rng: np.random.Generator, k: int, n: int, max_m:
     for act in ("fp16", "bf16"):
         for c in SYNTHETIC_CONFIGS:
             fmt = format_by_bits(c.bits)
-            u, scales, zeros, bias = _weights(rng, c.bits, c.group_size, c.asymmetric, k, n, act, c.bias)
+            u, scales, zeros, bias = random_weights(rng, c.bits, c.group_size, c.asymmetric, k, n, act, c.bias)
             mode = f"_w8a8{'a' if c.act_asymmetric else 's'}" if c.act_mode else ""
             name = (f"{fmt.name}{mode}_{'pc' if c.group_size == -1 else f'g{c.group_size}'}"
                     f"{'_asym' if c.asymmetric else ''}{'_bias' if c.bias else ''}_{act}")
             attrs = woq_op.WoqAttributes(bits=c.bits, group_size=c.group_size, in_features=k, out_features=n,
                                          layout=fmt.layout.VERSION, has_zeros=int(c.asymmetric), has_bias=int(c.bias),
                                          act_mode=c.act_mode, act_asymmetric=int(c.act_asymmetric))
-            node, inits = _node_and_inits(name, attrs, u, scales, zeros, bias, act)
+            node, inits = node_and_inits(name, attrs, u, scales, zeros, bias, act)
             invalid = LINEAR_INVALID if (c.bits, c.group_size, c.asymmetric, act) == (4, 128, False, "fp16") else ()
             names.append(node_case(out, name, node, inits, linear_profiles(k, n, c.act_mode, max_m), invalid))
     return names
@@ -311,7 +311,7 @@ def synthetic_conv(out: Path, rng: np.random.Generator) -> list[str]:
                 ep = eps[i % len(eps)]
                 i += 1
                 with_bias = i % 3 != 0
-                u, scales, zeros, bias = _weights(rng, bits, g, asym, k, geo.out_channels, act, with_bias)
+                u, scales, zeros, bias = random_weights(rng, bits, g, asym, k, geo.out_channels, act, with_bias)
                 attrs = op_conv.ConvAttributes(
                     bits=bits, group_size=g, in_features=k, out_features=geo.out_channels, layout=1,
                     has_zeros=int(asym), has_bias=int(with_bias), in_channels=geo.in_channels,
@@ -321,7 +321,7 @@ def synthetic_conv(out: Path, rng: np.random.Generator) -> list[str]:
                 name = (f"conv{geo.kernel}x{geo.kernel}_s{geo.stride}_d{geo.dilation}_{format_by_bits(bits).name}_"
                         f"{'pc' if g == -1 else f'g{g}'}{'_asym' if asym else ''}{'_bias' if with_bias else ''}_"
                         f"{ep.name}_{act}")
-                node, inits = _node_and_inits(name, attrs, u, scales, zeros, bias, act)
+                node, inits = node_and_inits(name, attrs, u, scales, zeros, bias, act)
                 invalid = CONV_INVALID if not names else ()
                 names.append(node_case(out, name, node, inits, conv_profiles(attrs, geo.inputs), invalid))
     return names

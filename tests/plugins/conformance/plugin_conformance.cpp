@@ -784,7 +784,8 @@ void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
             in.push_back(x.int32 ? DataType::kINT32 : act);
         }
         DataType out = DataType::kFLOAT;
-        check(build->getOutputDataTypes(&out, 1, in.data(), nIn) == 0 && out == act, "getOutputDataTypes = activation type");
+        check(build->getOutputDataTypes(&out, 1, in.data(), nIn) == 0 && out == act,
+            "getOutputDataTypes = activation type");
         in[0] = DataType::kFLOAT;
         check(build->getOutputDataTypes(&out, 1, in.data(), nIn) != 0, "getOutputDataTypes refuses FLOAT activations");
     }
@@ -829,7 +830,8 @@ void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
     TensorFormat const formats[] = {TensorFormat::kLINEAR, TensorFormat::kCHW32, TensorFormat::kHWC8};
     int32_t const nPos = nIn + 1;
     std::vector<DynamicPluginTensorDesc> io(static_cast<size_t>(nPos));
-    std::vector<PluginTensorDesc> const d0 = descs(c, c.profiles.front().runs.front().x, c.profiles.front().runs.front().y);
+    Run const& first = c.profiles.front().runs.front();
+    std::vector<PluginTensorDesc> const d0 = descs(c, first.x, first.y);
     for (int32_t i = 0; i < nPos; ++i)
     {
         io[i].desc.dims = d0[i].dims;
@@ -901,7 +903,8 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
     Dims& yd = dyn.back().desc.dims;
     for (int32_t i = 0; i < yd.nbDims; ++i)
     {
-        bool const varies = std::any_of(prof.runs.begin(), prof.runs.end(), [&](Run const& r) { return r.y.d[i] != yd.d[i]; });
+        bool const varies
+            = std::any_of(prof.runs.begin(), prof.runs.end(), [&](Run const& r) { return r.y.d[i] != yd.d[i]; });
         yd.d[i] = varies ? -1 : yd.d[i];
     }
     check(build->configurePlugin(dyn.data(), nIn, &dyn.back(), 1) == 0, tag + "configurePlugin");
@@ -921,7 +924,9 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
         // A wrong packed weight shape is refused with a message.
         std::vector<DynamicPluginTensorDesc> bad = dyn;
         Dims const w = bad[1].desc.dims;
-        bad[1].desc.dims = bad[1].min = bad[1].max = bad[1].opt = parseDims(std::to_string(w.d[0] * 2) + "x" + std::to_string(w.d[1]));
+        Dims twice = w;
+        twice.d[0] *= 2;
+        bad[1].desc.dims = bad[1].min = bad[1].max = bad[1].opt = twice;
         logger.messages.clear();
         std::unique_ptr<IPluginV3> other(built->clone());
         auto* ob = static_cast<IPluginV3OneBuild*>(other->getCapabilityInterface(PluginCapabilityType::kBUILD));
@@ -938,7 +943,8 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
     }
     auto owned = deepCopy(ser);
     plugin.reset(); // the build-phase plugin is gone before the runtime one exists, as in a fresh process
-    std::unique_ptr<IPluginV3> runtimePlugin(creator->createPlugin(c.name.c_str(), &owned->fc, TensorRTPhase::kRUNTIME));
+    std::unique_ptr<IPluginV3> runtimePlugin(
+        creator->createPlugin(c.name.c_str(), &owned->fc, TensorRTPhase::kRUNTIME));
     if (!check(runtimePlugin != nullptr, tag + "createPlugin(kRUNTIME) from the serialized fields"))
     {
         return;
@@ -1082,8 +1088,8 @@ void runCase(Library const& lib, TestLogger& logger, Device& dev, Case const& c)
     {
         runProfile(c, pi, plugin.get(), creator, logger, dev, summary);
     }
-    std::printf("%-40s %s worst rel err / tol per input:%s\n", c.name.c_str(), gFailed == failedBefore ? "ok  " : "FAIL",
-        summary.c_str());
+    std::printf("%-40s %s worst rel err / tol per input:%s\n", c.name.c_str(),
+        gFailed == failedBefore ? "ok  " : "FAIL", summary.c_str());
 }
 
 // The invalid field collections a case lists (all its attributes, as TensorRT's Python API would pass them, then
@@ -1104,7 +1110,8 @@ void fieldChecks(Library const& lib, TestLogger& logger, Case const& c)
         for (Attr const& a : c.attrs)
         {
             bool const dropped = std::find(bad.drop.begin(), bad.drop.end(), a.name) != bad.drop.end();
-            auto const replaced = std::find_if(bad.set.begin(), bad.set.end(), [&](Attr const& s) { return s.name == a.name; });
+            auto const replaced
+                = std::find_if(bad.set.begin(), bad.set.end(), [&](Attr const& s) { return s.name == a.name; });
             if (dropped || replaced != bad.set.end())
             {
                 continue;
@@ -1171,7 +1178,8 @@ int listCases(std::string const& dir)
     {
         Case const c = loadCase(dir, name);
         std::printf("%s %s %s attrs=%zu K=%lld N=%lld xconst=%d inputs=", c.name.c_str(), c.plugin.c_str(),
-            c.bf16 ? "bf16" : "fp16", c.attrs.size(), static_cast<long long>(c.k), static_cast<long long>(c.n), c.xconst);
+            c.bf16 ? "bf16" : "fp16", c.attrs.size(), static_cast<long long>(c.k), static_cast<long long>(c.n),
+            c.xconst);
         for (ConstInput const& in : c.inputs)
         {
             std::printf("%s:%s,", in.int32 ? "i32" : "act", dimsText(in.dims).c_str());

@@ -197,7 +197,7 @@ struct ConvGeometry
     }
 };
 
-// Patches [B * OH * OW, C * kh * kw] of NCHW x, row (b, y, x), column k = (c * kh + i) * kw + j (graph_passes/op_conv.py).
+// Patches [B * OH * OW, C * kh * kw] of NCHW x: row (b, y, x), column k = (c * kh + i) * kw + j (op_conv.py).
 inline std::vector<double> im2col(std::vector<double> const& x, ConvGeometry const& g)
 {
     int64_t const oh = g.outH();
@@ -221,7 +221,8 @@ inline std::vector<double> im2col(std::vector<double> const& x, ConvGeometry con
                             int64_t const ix = xo * g.sw - g.left + int64_t(j) * g.dw;
                             if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
                             {
-                                row[(c * g.kh + i) * g.kw + j] = x[static_cast<size_t>(((b * g.channels + c) * g.h + iy) * g.w + ix)];
+                                size_t const at = static_cast<size_t>(((b * g.channels + c) * g.h + iy) * g.w + ix);
+                                row[(c * g.kh + i) * g.kw + j] = x[at];
                             }
                         }
                     }

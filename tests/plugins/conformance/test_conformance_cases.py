@@ -282,7 +282,8 @@ def test_harness_reads_what_make_cases_writes(tmp_path):
             for p in case["profiles"]:
                 lo, opt, hi = ("x".join(map(str, d)) for d in p["range"])
                 profiles += f" profile={'need' if p['need'] else 'any'}:{lo}:{opt}:{hi}"
-                profiles += "".join(f" run={'x'.join(map(str, x))}:{'x'.join(map(str, y))}:{m}" for x, y, m in p["runs"])
+                profiles += "".join(f" run={'x'.join(map(str, x))}:{'x'.join(map(str, y))}:{m}"
+                                    for x, y, m in p["runs"])
             expect = (f"{name} {case['plugin']} {case['act']} attrs={len(case['attrs'])} K={attrs.in_features} "
                       f"N={attrs.out_features} xconst={case['xconst']} inputs={inputs}{profiles} "
                       f"invalid={len(case['invalid'])}")

@@ -10,7 +10,8 @@
 #   call 2 (at once, same warm machine), carry .device/whl .device/prelude.sh .device/tensorrt .device/trtrtx/b
 #                                              build/c_models:
 #     bash tests/plugins/weight_only_linear/device_run.sh rtx
-#       TensorRT-RTX: load each plugin build, parse the minimal model and the quantized samples, build engines.
+#       TensorRT-RTX: load each plugin build, parse the minimal model, a W8A8 and a WeightOnlyConv one-node model and
+#       the quantized samples, build engines.
 set -uo pipefail
 mode=${1:?harness or rtx}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -90,8 +91,8 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_minimal.onnx'
     --preload "$root/$bdir/terminate_backtrace.so" --out "$out/as_shipped" | grep -v "^  /\|^  \[" | tail -8
   ln -s libtensorrt_rtx.so.1 $rtxlibs/libtensorrt_rtx.so
   echo "== B: with $rtxlibs/libtensorrt_rtx.so -> libtensorrt_rtx.so.1"
-  python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --preload "$root/$bdir/terminate_backtrace.so" \
-    --out "$out"
+  python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --node-models \
+    --preload "$root/$bdir/terminate_backtrace.so" --out "$out"
   rc=$?
   # D: an invalid node (group_size 96): the creator refuses it and its message must reach TensorRT's logger. A
   # plugin built against 10.x headers calls ILogger::log through the 10.x vtable layout (11.x added

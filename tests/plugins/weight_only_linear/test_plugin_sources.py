@@ -74,3 +74,26 @@ def test_rtx_minimal_model_is_valid(tmp_path):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b""
     assert {"trt_woq": 1}.items() <= {o.domain: o.version for o in model.opset_import}.items()
+
+
+@pytest.mark.parametrize("kind", ["w8a8", "conv"])
+def test_rtx_node_models_are_valid(tmp_path, kind):
+    """The W8A8 and WeightOnlyConv models of the TensorRT-RTX check pass onnx.checker and run through graph_passes'
+    reference evaluator (the op contract) to the declared output shape."""
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+
+    sys.path.insert(0, str(HERE / "rtx"))
+    import rtx_build_check
+    from graph_passes.op import reference_evaluator
+
+    model = onnx.load(str(rtx_build_check.write_node_model(tmp_path / "m.onnx", kind)))
+    onnx.checker.check_model(model)
+    node = model.graph.node[0]
+    assert (node.op_type, node.domain) == ({"w8a8": "WeightOnlyLinear", "conv": "WeightOnlyConv"}[kind], "trt_woq")
+    x_info, y_info = model.graph.input[0], model.graph.output[0]
+    shape = [3 if d.dim_param else d.dim_value for d in x_info.type.tensor_type.shape.dim]
+    x = np.random.default_rng().standard_normal(shape).astype(np.float16)
+    (y,) = reference_evaluator(model).run(None, {"X": x})
+    assert list(y.shape) == [3 if d.dim_param else d.dim_value for d in y_info.type.tensor_type.shape.dim]
+    assert np.isfinite(y.astype(np.float32)).all() and np.abs(y.astype(np.float32)).max() > 0
