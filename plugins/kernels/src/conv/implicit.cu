@@ -1,0 +1,534 @@
+/*
+ * Conv2d as a true implicit GEMM (candidate `conv_implicit`): Y^T[N, M] = W^T[N, K] X_patches^T[K, M] on mma.sync
+ * m16n8k16 with FP32 accumulation, the weights (layout 1) as the A operand and the output pixels as B, so one
+ * converted weight fragment feeds every pixel of the tile. Nothing but the output is written to global memory.
+ *
+ * Tensors: activation NCHW and output NCHW (kernels.h, TensorRT's kLINEAR), weight K order (c, i, j) as packed by
+ * graph_passes/op_conv.py. For a fixed k = (c, i, j), consecutive output pixels of a row read consecutive input
+ * elements (stride 1), so the gather is coalesced along the pixels even though each element is its own 2-byte load.
+ *
+ * Tiles
+ *   CTA   = 4 warps, 64 output channels (warp w: channels 16w .. 16w + 15 as A rows 0..15) x 64 output pixels (8 mma
+ *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles).
+ *   A     = per chunk, the 64 channels' 128-byte lines of layout 1 (16 INT4 or 32 INT8 packed rows), copied with
+ *           cp.async into a 3-stage ring (rows padded to 144 bytes: conflict-free fragment reads). Lane (g, q) takes
+ *           word q of each permutation block of channels 16w + g and 16w + 8 + g: exactly its A fragment words.
+ *   B     = per chunk, the 64 pixels x 64 k patch tile, gathered by the CTA into registers one chunk ahead (thread:
+ *           one pixel, four 8-k vectors; k -> (c * H * W + i * dh * W + j * dw, i * dh, j * dw) from a per-chunk
+ *           table in shared memory), stored as 16-byte rows with an XOR swizzle, read with ldmatrix.x4.
+ *   split = on SM90 the K range is split over a thread-block cluster of up to 8 CTAs (the batch-1 convs have 20-40
+ *           tiles for 132 SMs); the partial sums meet in distributed shared memory, each rank reducing every
+ *           split-th channel of the tile: no workspace, no second kernel.
+ *   store = FP32 sum x per-channel scale (grouped scales multiply the converted weights before the mma), + bias,
+ *           the fused epilogue (epilogue.cuh), one rounding, written straight into the NCHW output.
+ */
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "candidates.h"
+#include "conv/implicit.h"
+#include "converters.cuh"
+#include "epilogue.cuh"
+
+namespace trt_woq {
+namespace conv_implicit {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int BN = 16 * kWarps;  // output channels per CTA
+constexpr int BM = 64;           // output pixels per CTA
+constexpr int KC = 64;           // k per chunk
+constexpr int kStages = 3;       // A ring
+constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead)
+constexpr int kMaxSplit = 8;     // portable cluster size
+constexpr int kLine = 144;       // bytes per staged packed row (128 + 16 padding)
+constexpr int kRedStride = BM + 8;  // floats per channel row of the reduction buffer
+
+template <typename T>
+struct Args {
+    const T* x;
+    const unsigned char* w;
+    const T* scales;
+    const T* zeros;
+    const T* bias;
+    T* y;
+    trt_woq_conv_geometry g;
+    int m;
+    int n;
+    int k;
+    int group_shift;  // log2(group size); per channel: unused
+    int chunks_per_split;
+    Epilogue ep;
+};
+
+template <int BITS>
+struct Geo {
+    static constexpr int I = BITS == 4 ? 4 : 2;             // channels per packed row
+    static constexpr int kRows = BN / I;                    // packed rows per CTA
+    static constexpr int kABytes = kRows * kLine;           // one A stage
+    static constexpr int kSZBytes = 2 * 2 * BN * 2;         // scales + zeros, up to 2 groups per chunk, 2 bytes each
+    static constexpr int kBBytes = BM * KC * 2;             // one B buffer
+    static constexpr int kTBytes = KC * 8;                  // one k table
+    static constexpr int kPipe = kStages * (kABytes + kSZBytes) + 2 * kBBytes + kTables * kTBytes;
+    static constexpr int kRed = BN * kRedStride * 4;
+    static constexpr int kSmem = kPipe > kRed ? kPipe : kRed;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int bytes, bool valid) {
+    if (bytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+/* Byte offset of 16-byte vector `v` (8 k) of pixel row `p` in a B buffer: rows of 128 bytes, XOR swizzle so that 8
+ * consecutive rows at the same v hit 8 different bank groups (the gather's stores and ldmatrix's row reads). */
+__device__ __forceinline__ uint32_t b_offset(int p, int v) { return p * 128 + ((v ^ (p & 7)) << 4); }
+
+template <typename T>
+__device__ __forceinline__ float to_f(T v) {
+    if constexpr (std::is_same<T, half>::value) return __half2float(v);
+    else return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_f(float v) {
+    if constexpr (std::is_same<T, half>::value) return __float2half_rn(v);
+    else return __float2bfloat16_rn(v);
+}
+template <typename T>
+__device__ __forceinline__ typename Pair<T>::type splat(T v) {
+    typename Pair<T>::type p;
+    p.x = v;
+    p.y = v;
+    return p;
+}
+
+/* Entry k of a chunk's k table: (offset of x[c][i dh][j dw] from x[0][0][0], (i dh) << 16 | (j dw)). */
+__device__ __forceinline__ int2 table_entry(const trt_woq_conv_geometry& g, int k) {
+    const int taps = g.kernel_h * g.kernel_w;
+    const int c = k / taps, tap = k - c * taps;
+    const int i = tap / g.kernel_w, j = tap - i * g.kernel_w;
+    const int di = i * g.dilation_h, dj = j * g.dilation_w;
+    return make_int2((c * g.in_h + di) * g.in_w + dj, (di << 16) | dj);
+}
+
+template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
+__global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
+    using P = typename Pair<T>::type;
+    using G = Geo<BITS>;
+    constexpr int half_bits = 1 << (BITS - 1);
+    extern __shared__ __align__(128) unsigned char smem[];
+    unsigned char* a_ring = smem;
+    unsigned char* sz_ring = a_ring + kStages * G::kABytes;
+    unsigned char* b_buf = sz_ring + kStages * G::kSZBytes;
+    int2* tables = reinterpret_cast<int2*>(b_buf + 2 * G::kBBytes);
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
+    const int split = gridDim.x;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.z * BN;
+    const trt_woq_conv_geometry& g = a.g;
+    const int nchunks = a.k / KC;
+    const int c_begin = blockIdx.x * a.chunks_per_split;
+    const int c_count = max(0, min(nchunks, c_begin + a.chunks_per_split) - c_begin);
+    const int group = GROUPED ? 1 << a.group_shift : a.k;
+    const int groups_per_chunk = group < KC ? KC / group : 1;  // 2 for group 32
+
+    // ---- the gather's fixed part: this thread's pixel ----
+    const int pix = tid % BM;
+    const int vec0 = tid / BM;  // vectors vec0, vec0 + 2, vec0 + 4, vec0 + 6
+    const int ohw = g.out_h * g.out_w;
+    const int gm = m0 + pix;
+    const bool pvalid = gm < a.m;
+    int iy0 = 0, ix0 = 0;
+    int64_t pbase = 0;
+    if (pvalid) {
+        const int b = gm / ohw, r = gm - b * ohw;
+        const int oy = r / g.out_w, ox = r - oy * g.out_w;
+        iy0 = oy * g.stride_h - g.pad_top;
+        ix0 = ox * g.stride_w - g.pad_left;
+        pbase = (int64_t(b) * g.in_channels * g.in_h + iy0) * g.in_w + ix0;
+    }
+
+    auto write_table = [&](int rel) {  // chunk c_begin + rel into its ring slot (threads 0 .. KC-1)
+        if (tid < KC && rel < c_count) tables[(rel % kTables) * KC + tid] = table_entry(g, (c_begin + rel) * KC + tid);
+    };
+    uint32_t gathered[4][4];
+    auto gather = [&](int rel) {
+        const int2* t = tables + (rel % kTables) * KC;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int v = vec0 + 2 * s;
+#pragma unroll
+            for (int e = 0; e < 8; e += 2) {
+                unsigned short h[2];
+#pragma unroll
+                for (int u = 0; u < 2; ++u) {
+                    const int2 te = t[v * 8 + e + u];
+                    const int iy = iy0 + (te.y >> 16), ix = ix0 + (te.y & 0xFFFF);
+                    const bool ok = pvalid && unsigned(iy) < unsigned(g.in_h) && unsigned(ix) < unsigned(g.in_w);
+                    h[u] = ok ? __ldg(reinterpret_cast<const unsigned short*>(a.x + pbase + te.x))
+                              : static_cast<unsigned short>(0);
+                }
+                gathered[s][e / 2] = uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+            }
+        }
+    };
+    auto store_gathered = [&](int rel) {
+        const uint32_t base = smem_u32(b_buf + (rel & 1) * G::kBBytes);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + b_offset(pix, vec0 + 2 * s)),
+                         "r"(gathered[s][0]), "r"(gathered[s][1]), "r"(gathered[s][2]), "r"(gathered[s][3])
+                         : "memory");
+        }
+    };
+
+    // ---- A copies: the CTA's packed rows for one chunk, plus its scales / zeros when grouped ----
+    const int row0 = n0 / G::I;
+    const int rows_total = a.n / G::I;
+    auto issue_a = [&](int rel) {
+        if (rel < c_count) {
+            const int chunk = c_begin + rel;
+            const int stage = rel % kStages;
+            const uint32_t dst = smem_u32(a_ring + stage * G::kABytes);
+#pragma unroll
+            for (int i = tid; i < G::kRows * 8; i += kThreads) {
+                const int r = i >> 3, seg = i & 7;
+                const bool ok = row0 + r < rows_total;
+                const unsigned char* src = a.w + (size_t(ok ? row0 + r : 0) * a.k * 2 + size_t(chunk) * 128 + seg * 16);
+                cp_async(dst + r * kLine + seg * 16, src, 16, ok);
+            }
+            if constexpr (GROUPED) {
+                // 32 threads per (group row, tensor): 4 bytes = 2 channels each.
+                const uint32_t sz = smem_u32(sz_ring + stage * G::kSZBytes);
+                const int which = tid >> 5;  // 0, 1: scales of group 0 / 1; 2, 3: zeros of group 0 / 1
+                const int gi = which & 1;
+                const bool want = gi < groups_per_chunk && (which < 2 || ZEROS);
+                if (want) {
+                    const int nn = n0 + 2 * (tid & 31);
+                    const int grow = (chunk * KC + gi * group) >> a.group_shift;
+                    const T* src = (which < 2 ? a.scales : a.zeros) + size_t(grow) * a.n + (nn < a.n ? nn : 0);
+                    cp_async(sz + ((which >> 1) * 2 + gi) * BN * 2 + 4 * (tid & 31), src, 4, nn < a.n);
+                }
+            }
+        }
+        cp_commit();
+    };
+
+    // Per-channel zero points (q - (z - 2^(bits-1)), exact) of this lane's two channels.
+    P zlo = splat<T>(from_f<T>(0.f)), zhi = zlo;
+    if constexpr (ZEROS && !GROUPED) {
+        const int clo = n0 + 16 * warp + gq, chi = clo + 8;
+        if (clo < a.n) zlo = splat<T>(from_f<T>(to_f(a.zeros[clo]) - half_bits));
+        if (chi < a.n) zhi = splat<T>(from_f<T>(to_f(a.zeros[chi]) - half_bits));
+    }
+
+    float acc[8][4];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+
+    // ---- prologue ----
+#pragma unroll
+    for (int r = 0; r < kTables; ++r) write_table(r);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) issue_a(s);
+    __syncthreads();
+    if (c_count > 0) {
+        gather(0);
+        store_gathered(0);
+    }
+
+    // A fragment word offsets inside a stage: channel 16w + g (lo) and 16w + 8 + g (hi).
+    const int clo = 16 * warp + gq, chi = clo + 8;
+    const uint32_t a_lo = (clo / G::I) * kLine + (clo % G::I) * (BITS == 4 ? 32 : 64) + q * 4;
+    const uint32_t a_hi = (chi / G::I) * kLine + (chi % G::I) * (BITS == 4 ? 32 : 64) + q * 4;
+    // ldmatrix row address of this lane: matrix lane / 8 = (column tile +0/+1, k half), row lane % 8.
+    const int lm_pix = ((lane >> 4) << 3) + (lane & 7);
+    const int lm_khalf = (lane >> 3) & 1;
+
+    for (int rel = 0; rel < c_count; ++rel) {
+        if (rel + 1 < c_count) gather(rel + 1);
+        cp_wait<kStages - 2>();
+        __syncthreads();
+        write_table(rel + kTables);
+        issue_a(rel + kStages - 1);
+
+        const int stage = rel % kStages;
+        const unsigned char* as = a_ring + stage * G::kABytes;
+        const uint32_t bs = smem_u32(b_buf + (rel & 1) * G::kBBytes);
+        const T* ss = reinterpret_cast<const T*>(sz_ring + stage * G::kSZBytes);
+        // Four k16 steps: A fragments (converted, zero-shifted, group-scaled) of this warp's 16 channels.
+        uint32_t af[4][4];
+        if constexpr (BITS == 4) {
+#pragma unroll
+            for (int blk = 0; blk < 2; ++blk) {
+                P plo[4], phi[4];
+                convert_word<T, 4>(*reinterpret_cast<const uint32_t*>(as + a_lo + blk * 16), plo);
+                convert_word<T, 4>(*reinterpret_cast<const uint32_t*>(as + a_hi + blk * 16), phi);
+                P slo, shi, zl = zlo, zh = zhi;
+                if constexpr (GROUPED) {
+                    const int gi = groups_per_chunk > 1 ? blk : 0;
+                    slo = splat<T>(ss[gi * BN + clo]);
+                    shi = splat<T>(ss[gi * BN + chi]);
+                    if constexpr (ZEROS) {
+                        zl = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + clo]) - half_bits));
+                        zh = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + chi]) - half_bits));
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    if constexpr (ZEROS) {
+                        plo[i] = __hsub2(plo[i], zl);
+                        phi[i] = __hsub2(phi[i], zh);
+                    }
+                    if constexpr (GROUPED) {
+                        plo[i] = __hmul2(plo[i], slo);
+                        phi[i] = __hmul2(phi[i], shi);
+                    }
+                }
+                // pairs 0, 1: step 2 blk (k slots 2q.. / 2q+8..); pairs 2, 3: step 2 blk + 1.
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    af[2 * blk + h][0] = detail::as_u32(plo[2 * h]);
+                    af[2 * blk + h][1] = detail::as_u32(phi[2 * h]);
+                    af[2 * blk + h][2] = detail::as_u32(plo[2 * h + 1]);
+                    af[2 * blk + h][3] = detail::as_u32(phi[2 * h + 1]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                P plo[2], phi[2];
+                convert_word<T, 8>(*reinterpret_cast<const uint32_t*>(as + a_lo + kk * 16), plo);
+                convert_word<T, 8>(*reinterpret_cast<const uint32_t*>(as + a_hi + kk * 16), phi);
+                P slo, shi, zl = zlo, zh = zhi;
+                if constexpr (GROUPED) {
+                    const int gi = groups_per_chunk > 1 ? kk >> 1 : 0;
+                    slo = splat<T>(ss[gi * BN + clo]);
+                    shi = splat<T>(ss[gi * BN + chi]);
+                    if constexpr (ZEROS) {
+                        zl = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + clo]) - half_bits));
+                        zh = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + chi]) - half_bits));
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    if constexpr (ZEROS) {
+                        plo[i] = __hsub2(plo[i], zl);
+                        phi[i] = __hsub2(phi[i], zh);
+                    }
+                    if constexpr (GROUPED) {
+                        plo[i] = __hmul2(plo[i], slo);
+                        phi[i] = __hmul2(phi[i], shi);
+                    }
+                }
+                af[kk][0] = detail::as_u32(plo[0]);
+                af[kk][1] = detail::as_u32(phi[0]);
+                af[kk][2] = detail::as_u32(plo[1]);
+                af[kk][3] = detail::as_u32(phi[1]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+            for (int tp = 0; tp < 4; ++tp) {  // column tiles 2 tp, 2 tp + 1
+                uint32_t b[4];
+                ldmatrix_x4(b, bs + b_offset(16 * tp + lm_pix, 2 * kk + lm_khalf));
+                mma_m16n8k16<T>(acc[2 * tp], af[kk][0], af[kk][1], af[kk][2], af[kk][3], b[0], b[1]);
+                mma_m16n8k16<T>(acc[2 * tp + 1], af[kk][0], af[kk][1], af[kk][2], af[kk][3], b[2], b[3]);
+            }
+        }
+        if (rel + 1 < c_count) store_gathered(rel + 1);
+    }
+    cp_wait<0>();
+    __syncthreads();  // the pipeline's shared memory becomes the reduction buffer
+
+    // ---- partial sums -> shared memory [channel][pixel] ----
+    float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        const int p = 8 * t + 2 * q;
+        *reinterpret_cast<float2*>(red + clo * kRedStride + p) = make_float2(acc[t][0], acc[t][1]);
+        *reinterpret_cast<float2*>(red + chi * kRedStride + p) = make_float2(acc[t][2], acc[t][3]);
+    }
+    int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    if constexpr (CLUSTER) {
+        cg::this_cluster().sync();
+        rank = static_cast<int>(cg::this_cluster().block_rank());
+    } else {
+        __syncthreads();
+    }
+#else
+    __syncthreads();
+#endif
+    // ---- rank r finishes channels r, r + split, ...: sum, scale, bias, epilogue, NCHW store ----
+    const int my_channels = (BN - rank + split - 1) / split;
+    for (int e = tid; e < my_channels * BM; e += kThreads) {
+        const int c = rank + (e / BM) * split, p = e % BM;
+        const int gn = n0 + c, gmm = m0 + p;
+        float v = red[c * kRedStride + p];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if constexpr (CLUSTER) {
+            for (int r = 0; r < split; ++r) {
+                if (r != rank) v += cg::this_cluster().map_shared_rank(red, r)[c * kRedStride + p];
+            }
+        }
+#endif
+        if (gn < a.n && gmm < a.m) {
+            if constexpr (!GROUPED) v *= to_f(a.scales[gn]);
+            if (a.bias != nullptr) v += to_f(a.bias[gn]);
+            v = apply_epilogue(v, a.ep);
+            const int b = gmm / ohw, r = gmm - b * ohw;
+            a.y[(int64_t(b) * a.n + gn) * ohw + r] = from_f<T>(v);
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (CLUSTER) cg::this_cluster().sync();  // the others keep reading this CTA's partial sums until here
+#endif
+}
+
+int log2_exact(int v) {
+    int s = 0;
+    while ((1 << s) < v) ++s;
+    return s;
+}
+
+struct LaunchPlan {
+    int split;
+    int chunks_per_split;
+    int mtiles;
+    int ntiles;
+};
+
+LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms) {
+    LaunchPlan pl{};
+    pl.mtiles = static_cast<int>((p->m + BM - 1) / BM);
+    pl.ntiles = static_cast<int>((p->n + BN - 1) / BN);
+    const int nchunks = static_cast<int>(p->k / KC);
+    const int64_t tiles = int64_t(pl.mtiles) * pl.ntiles;
+    // Two resident CTAs per SM is the target; split K only while the tiles leave SMs idle, keeping >= 4 chunks each.
+    int split = 1;
+    if (sm >= 90) {
+        while (split < kMaxSplit && tiles * (split + 1) <= int64_t(2) * sms && nchunks / (split + 1) >= 4) ++split;
+    }
+    pl.chunks_per_split = (nchunks + split - 1) / split;
+    pl.split = (nchunks + pl.chunks_per_split - 1) / pl.chunks_per_split;
+    return pl;
+}
+
+int device_sms() {
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return sms;
+}
+
+template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
+trt_woq_status launch_kernel(const trt_woq_linear_params* p, const LaunchPlan& pl, cudaStream_t stream) {
+    Args<T> a;
+    a.x = static_cast<const T*>(p->activation);
+    a.w = static_cast<const unsigned char*>(p->packed_weight);
+    a.scales = static_cast<const T*>(p->scales);
+    a.zeros = static_cast<const T*>(p->zeros);
+    a.bias = static_cast<const T*>(p->bias);
+    a.y = static_cast<T*>(p->output);
+    a.g = p->conv;
+    a.m = static_cast<int>(p->m);
+    a.n = static_cast<int>(p->n);
+    a.k = static_cast<int>(p->k);
+    a.group_shift = GROUPED ? log2_exact(p->group_size) : 0;
+    a.chunks_per_split = pl.chunks_per_split;
+    a.ep = epilogue_of(*p);
+    auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER>;
+    constexpr int smem = Geo<BITS>::kSmem;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(pl.split, pl.mtiles, pl.ntiles);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    if (CLUSTER) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = static_cast<unsigned>(pl.split);
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    return check_launch();
+}
+
+template <typename T, int BITS>
+trt_woq_status launch_bits(const trt_woq_linear_params* p, const LaunchPlan& pl, cudaStream_t stream) {
+    const bool grouped = p->group_size != -1, zeros = p->zeros != nullptr, cluster = pl.split > 1;
+#define TRT_WOQ_CONV_CASE(G, Z, C) \
+    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C>(p, pl, stream);
+    TRT_WOQ_CONV_CASE(false, false, false)
+    TRT_WOQ_CONV_CASE(false, false, true)
+    TRT_WOQ_CONV_CASE(false, true, false)
+    TRT_WOQ_CONV_CASE(false, true, true)
+    TRT_WOQ_CONV_CASE(true, false, false)
+    TRT_WOQ_CONV_CASE(true, false, true)
+    TRT_WOQ_CONV_CASE(true, true, false)
+    TRT_WOQ_CONV_CASE(true, true, true)
+#undef TRT_WOQ_CONV_CASE
+    return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+}
+
+}  // namespace
+
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
+    const trt_woq_conv_geometry& g = p->conv;
+    // int32 offsets inside one image and in the k table (dilated taps packed as two 16-bit fields); grid.y.
+    const int64_t image = int64_t(g.in_channels) * g.in_h * g.in_w;
+    if (image >= (int64_t(1) << 31) || int64_t(g.dilation_h) * (g.kernel_h - 1) >= 32768 ||
+        int64_t(g.dilation_w) * (g.kernel_w - 1) >= 32768 || p->m >= int64_t(65535) * BM || p->n >= int64_t(65535) * BN ||
+        p->m * p->n >= (int64_t(1) << 62)) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    return TRT_WOQ_OK;
+}
+
+size_t workspace(const trt_woq_linear_params*, int32_t) { return 0; }
+
+int32_t score(const trt_woq_linear_params*, int32_t) { return 2; }
+
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    int sm = 0, dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    int major = 0, minor = 0;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    sm = major * 10 + minor;
+    const LaunchPlan pl = plan_of(p, sm, device_sms());
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
+        return bf16 ? launch_bits<__nv_bfloat16, 4>(p, pl, stream) : launch_bits<half, 4>(p, pl, stream);
+    }
+    return bf16 ? launch_bits<__nv_bfloat16, 8>(p, pl, stream) : launch_bits<half, 8>(p, pl, stream);
+}
+
+}  // namespace conv_implicit
+}  // namespace trt_woq
