@@ -11,11 +11,13 @@
  *   CTA   = 4 warps, 64 output channels (warp w: channels 16w .. 16w + 15 as A rows 0..15) x 64 output pixels (8 mma
  *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles).
  *   A     = per chunk, the 64 channels' 128-byte lines of layout 1 (16 INT4 or 32 INT8 packed rows), copied with
- *           cp.async into a 3-stage ring (rows padded to 144 bytes: conflict-free fragment reads). Lane (g, q) takes
+ *           cp.async into a 5-stage ring (rows padded to 144 bytes: conflict-free fragment reads). Lane (g, q) takes
  *           word q of each permutation block of channels 16w + g and 16w + 8 + g: exactly its A fragment words.
- *   B     = per chunk, the 64 pixels x 64 k patch tile, gathered by the CTA into registers one chunk ahead (thread:
- *           one pixel, four 8-k vectors; k -> (c * H * W + i * dh * W + j * dw, i * dh, j * dw) from a per-chunk
- *           table in shared memory), stored as 16-byte rows with an XOR swizzle, read with ldmatrix.x4.
+ *   B     = per chunk, the 64 pixels x 64 k patch tile, gathered by the CTA into registers two chunks ahead (thread:
+ *           one 8-k vector of 4 pixels; lanes on consecutive pixels). A per-chunk table in shared memory maps k to
+ *           the offset c * H * W + i * dh * W + j * dw and the bit of tap (i, j); each pixel holds the 64-bit mask of
+ *           its taps inside the input (zero padding, and pixels past M), so an element costs a mask test, an address
+ *           and a predicated load. Stored as 16-byte rows with an XOR swizzle, read with ldmatrix.x4.
  *   split = on SM90 the K range is split over a thread-block cluster of up to 8 CTAs (the batch-1 convs have 20-40
  *           tiles for 132 SMs); the partial sums meet in distributed shared memory, each rank reducing every
  *           split-th channel of the tile: no workspace, no second kernel.
@@ -43,8 +45,8 @@ constexpr int kThreads = kWarps * 32;
 constexpr int BN = 16 * kWarps;  // output channels per CTA
 constexpr int BM = 64;           // output pixels per CTA
 constexpr int KC = 64;           // k per chunk
-constexpr int kStages = 3;       // A ring
-constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead)
+constexpr int kStages = 5;       // A ring (chunks in flight from DRAM: kStages - 1)
+constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead, read 2 ahead)
 constexpr int kMaxSplit = 8;     // portable cluster size
 constexpr int kLine = 144;       // bytes per staged packed row (128 + 16 padding)
 constexpr int kRedStride = BM + 8;  // floats per channel row of the reduction buffer
@@ -73,7 +75,7 @@ struct Geo {
     static constexpr int kABytes = kRows * kLine;           // one A stage
     static constexpr int kSZBytes = 2 * 2 * BN * 2;         // scales + zeros, up to 2 groups per chunk, 2 bytes each
     static constexpr int kBBytes = BM * KC * 2;             // one B buffer
-    static constexpr int kTBytes = KC * 8;                  // one k table
+    static constexpr int kTBytes = KC * 16;                 // one k table
     static constexpr int kPipe = kStages * (kABytes + kSZBytes) + 2 * kBBytes + kTables * kTBytes;
     static constexpr int kRed = BN * kRedStride * 4;
     static constexpr int kSmem = kPipe > kRed ? kPipe : kRed;
@@ -120,14 +122,20 @@ __device__ __forceinline__ typename Pair<T>::type splat(T v) {
     return p;
 }
 
-/* Entry k of a chunk's k table: (offset of x[c][i dh][j dw] from x[0][0][0], (i dh) << 16 | (j dw)). */
-__device__ __forceinline__ int2 table_entry(const trt_woq_conv_geometry& g, int k) {
+/* Entry k of a chunk's k table: the offset of x[c][i dh][j dw] from x[0][0][0], and the bit of tap (i, j) in a
+ * pixel's 64-bit mask of taps inside the input (low word, high word). */
+__device__ __forceinline__ int4 table_entry(const trt_woq_conv_geometry& g, int k) {
     const int taps = g.kernel_h * g.kernel_w;
     const int c = k / taps, tap = k - c * taps;
     const int i = tap / g.kernel_w, j = tap - i * g.kernel_w;
-    const int di = i * g.dilation_h, dj = j * g.dilation_w;
-    return make_int2((c * g.in_h + di) * g.in_w + dj, (di << 16) | dj);
+    const int off = (c * g.in_h + i * g.dilation_h) * g.in_w + j * g.dilation_w;
+    return make_int4(off, tap < 32 ? int(1u << tap) : 0, tap < 32 ? 0 : int(1u << (tap - 32)), 0);
 }
+
+/* A thread's share of one chunk's patch tile: 8 k (one 16-byte vector) of 4 pixels. */
+struct Gathered {
+    uint32_t v[4][4];
+};
 
 template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
 __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
@@ -138,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     unsigned char* a_ring = smem;
     unsigned char* sz_ring = a_ring + kStages * G::kABytes;
     unsigned char* b_buf = sz_ring + kStages * G::kSZBytes;
-    int2* tables = reinterpret_cast<int2*>(b_buf + 2 * G::kBBytes);
+    int4* tables = reinterpret_cast<int4*>(b_buf + 2 * G::kBBytes);
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
@@ -151,52 +159,60 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     const int group = GROUPED ? 1 << a.group_shift : a.k;
     const int groups_per_chunk = group < KC ? KC / group : 1;  // 2 for group 32
 
-    // ---- the gather's fixed part: this thread's pixel ----
-    const int pix = tid % BM;
-    const int vec0 = tid / BM;  // vectors vec0, vec0 + 2, vec0 + 4, vec0 + 6
+    // ---- the gather's fixed part: vector `vec` (k 8 vec .. 8 vec + 7 of each chunk) of pixels pix0 + 16 s ----
+    const int vec = tid >> 4;
+    const int pix0 = tid & 15;
     const int ohw = g.out_h * g.out_w;
-    const int gm = m0 + pix;
-    const bool pvalid = gm < a.m;
-    int iy0 = 0, ix0 = 0;
-    int64_t pbase = 0;
-    if (pvalid) {
-        const int b = gm / ohw, r = gm - b * ohw;
-        const int oy = r / g.out_w, ox = r - oy * g.out_w;
-        iy0 = oy * g.stride_h - g.pad_top;
-        ix0 = ox * g.stride_w - g.pad_left;
-        pbase = (int64_t(b) * g.in_channels * g.in_h + iy0) * g.in_w + ix0;
+    const T* xp[4];        // x at (b, iy0, ix0) of the pixel: tap (c, i, j) reads xp + table offset
+    uint32_t mask[4][2];  // taps (i, j) that fall inside the input; none for pixels past M
+#pragma unroll
+    for (int s4 = 0; s4 < 4; ++s4) {
+        const int gm = m0 + pix0 + 16 * s4;
+        mask[s4][0] = mask[s4][1] = 0;
+        xp[s4] = a.x;
+        if (gm < a.m) {
+            const int b = gm / ohw, r = gm - b * ohw;
+            const int oy = r / g.out_w, ox = r - oy * g.out_w;
+            const int iy0 = oy * g.stride_h - g.pad_top, ix0 = ox * g.stride_w - g.pad_left;
+            xp[s4] = a.x + (int64_t(b) * g.in_channels * g.in_h + iy0) * g.in_w + ix0;
+            uint64_t taps_in = 0;
+            for (int i = 0; i < g.kernel_h; ++i) {
+                const bool row_in = unsigned(iy0 + i * g.dilation_h) < unsigned(g.in_h);
+                for (int j = 0; j < g.kernel_w; ++j) {
+                    if (row_in && unsigned(ix0 + j * g.dilation_w) < unsigned(g.in_w)) {
+                        taps_in |= uint64_t(1) << (i * g.kernel_w + j);
+                    }
+                }
+            }
+            mask[s4][0] = uint32_t(taps_in);
+            mask[s4][1] = uint32_t(taps_in >> 32);
+        }
     }
 
     auto write_table = [&](int rel) {  // chunk c_begin + rel into its ring slot (threads 0 .. KC-1)
         if (tid < KC && rel < c_count) tables[(rel % kTables) * KC + tid] = table_entry(g, (c_begin + rel) * KC + tid);
     };
-    uint32_t gathered[4][4];
-    auto gather = [&](int rel) {
-        const int2* t = tables + (rel % kTables) * KC;
+    auto gather = [&](int rel, Gathered& out) {
+        const int4* t = tables + (rel % kTables) * KC + vec * 8;
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const int v = vec0 + 2 * s;
+        for (int e = 0; e < 8; e += 2) {
+            const int4 t0 = t[e], t1 = t[e + 1];
 #pragma unroll
-            for (int e = 0; e < 8; e += 2) {
-                unsigned short h[2];
-#pragma unroll
-                for (int u = 0; u < 2; ++u) {
-                    const int2 te = t[v * 8 + e + u];
-                    const int iy = iy0 + (te.y >> 16), ix = ix0 + (te.y & 0xFFFF);
-                    const bool ok = pvalid && unsigned(iy) < unsigned(g.in_h) && unsigned(ix) < unsigned(g.in_w);
-                    h[u] = ok ? __ldg(reinterpret_cast<const unsigned short*>(a.x + pbase + te.x))
-                              : static_cast<unsigned short>(0);
-                }
-                gathered[s][e / 2] = uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+            for (int s4 = 0; s4 < 4; ++s4) {
+                const bool ok0 = ((mask[s4][0] & uint32_t(t0.y)) | (mask[s4][1] & uint32_t(t0.z))) != 0;
+                const bool ok1 = ((mask[s4][0] & uint32_t(t1.y)) | (mask[s4][1] & uint32_t(t1.z))) != 0;
+                const uint32_t h0 = ok0 ? __ldg(reinterpret_cast<const unsigned short*>(xp[s4] + t0.x)) : 0u;
+                const uint32_t h1 = ok1 ? __ldg(reinterpret_cast<const unsigned short*>(xp[s4] + t1.x)) : 0u;
+                out.v[s4][e / 2] = h0 | (h1 << 16);
             }
         }
     };
-    auto store_gathered = [&](int rel) {
+    auto store_gathered = [&](int rel, const Gathered& in) {
         const uint32_t base = smem_u32(b_buf + (rel & 1) * G::kBBytes);
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + b_offset(pix, vec0 + 2 * s)),
-                         "r"(gathered[s][0]), "r"(gathered[s][1]), "r"(gathered[s][2]), "r"(gathered[s][3])
+        for (int s4 = 0; s4 < 4; ++s4) {
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + b_offset(pix0 + 16 * s4, vec)),
+                         "r"(in.v[s4][0]), "r"(in.v[s4][1]), "r"(in.v[s4][2]), "r"(in.v[s4][3])
                          : "memory");
         }
     };
@@ -245,16 +261,18 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
 #pragma unroll
     for (int t = 0; t < 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
 
-    // ---- prologue ----
+    // ---- prologue: tables, A copies, the patches of chunks 0 (in shared memory) and 1 (in registers) ----
 #pragma unroll
     for (int r = 0; r < kTables; ++r) write_table(r);
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) issue_a(s);
+    for (int st = 0; st < kStages - 1; ++st) issue_a(st);
     __syncthreads();
+    Gathered ga, gb;  // the chunks rel + 1 and rel + 2 in flight: ga for even rel, gb for odd
     if (c_count > 0) {
-        gather(0);
-        store_gathered(0);
+        gather(0, ga);
+        store_gathered(0, ga);
     }
+    if (c_count > 1) gather(1, gb);
 
     // A fragment word offsets inside a stage: channel 16w + g (lo) and 16w + 8 + g (hi).
     const int clo = 16 * warp + gq, chi = clo + 8;
@@ -264,8 +282,10 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     const int lm_pix = ((lane >> 4) << 3) + (lane & 7);
     const int lm_khalf = (lane >> 3) & 1;
 
-    for (int rel = 0; rel < c_count; ++rel) {
-        if (rel + 1 < c_count) gather(rel + 1);
+    // Chunk rel: its patches were gathered two chunks earlier and stored at the end of the previous step; the loads
+    // of chunk rel + 2 fly during this step's mma and land in `fill`, while `drain` (chunk rel + 1) is stored.
+    auto step = [&](int rel, Gathered& fill, Gathered& drain) {
+        if (rel + 2 < c_count) gather(rel + 2, fill);
         cp_wait<kStages - 2>();
         __syncthreads();
         write_table(rel + kTables);
@@ -356,7 +376,11 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 mma_m16n8k16<T>(acc[2 * tp + 1], af[kk][0], af[kk][1], af[kk][2], af[kk][3], b[2], b[3]);
             }
         }
-        if (rel + 1 < c_count) store_gathered(rel + 1);
+        if (rel + 1 < c_count) store_gathered(rel + 1, drain);
+    };
+    for (int rel = 0; rel < c_count; rel += 2) {
+        step(rel, ga, gb);
+        if (rel + 1 < c_count) step(rel + 1, gb, ga);
     }
     cp_wait<0>();
     __syncthreads();  // the pipeline's shared memory becomes the reduction buffer
@@ -426,10 +450,17 @@ LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms) {
     pl.ntiles = static_cast<int>((p->n + BN - 1) / BN);
     const int nchunks = static_cast<int>(p->k / KC);
     const int64_t tiles = int64_t(pl.mtiles) * pl.ntiles;
-    // Two resident CTAs per SM is the target; split K only while the tiles leave SMs idle, keeping >= 4 chunks each.
+    // Split K (SM90: over a cluster) to fill the SMs: the split with the least work on the busiest SM, counted as
+    // waves of one CTA per SM times chunks per CTA; ties keep the smaller split (less to reduce).
     int split = 1;
-    if (sm >= 90) {
-        while (split < kMaxSplit && tiles * (split + 1) <= int64_t(2) * sms && nchunks / (split + 1) >= 4) ++split;
+    int64_t best = -1;
+    for (int s = 1; s <= (sm >= 90 ? kMaxSplit : 1); ++s) {
+        const int64_t cps = (nchunks + s - 1) / s;
+        const int64_t cost = (tiles * s + sms - 1) / sms * cps;
+        if (best < 0 || cost < best) {
+            best = cost;
+            split = s;
+        }
     }
     pl.chunks_per_split = (nchunks + split - 1) / split;
     pl.split = (nchunks + pl.chunks_per_split - 1) / pl.chunks_per_split;
@@ -500,11 +531,11 @@ trt_woq_status launch_bits(const trt_woq_linear_params* p, const LaunchPlan& pl,
 
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
     const trt_woq_conv_geometry& g = p->conv;
-    // int32 offsets inside one image and in the k table (dilated taps packed as two 16-bit fields); grid.y.
-    const int64_t image = int64_t(g.in_channels) * g.in_h * g.in_w;
-    if (image >= (int64_t(1) << 31) || int64_t(g.dilation_h) * (g.kernel_h - 1) >= 32768 ||
-        int64_t(g.dilation_w) * (g.kernel_w - 1) >= 32768 || p->m >= int64_t(65535) * BM || p->n >= int64_t(65535) * BN ||
-        p->m * p->n >= (int64_t(1) << 62)) {
+    // int32 offsets of every tap inside one image; a pixel's taps fit its 64-bit mask; grid.y and grid.z.
+    const int64_t reach = (int64_t(g.in_channels) * g.in_h + int64_t(g.dilation_h) * (g.kernel_h - 1)) * g.in_w +
+                          int64_t(g.dilation_w) * (g.kernel_w - 1);
+    if (reach >= (int64_t(1) << 31) || int64_t(g.kernel_h) * g.kernel_w > 64 || p->m >= int64_t(65535) * BM ||
+        p->n >= int64_t(65535) * BN) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
     return TRT_WOQ_OK;
