@@ -128,12 +128,13 @@ CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, ri
     (1, 1024, 256, 3, (8, 8), 1, (1, 1, 1, 1), 1),
     (2, 640, 320, 3, (8, 8), 1, (1, 1, 1, 1), 1),
 ]
+QUICK_CONVS = CONVS[:3] + CONVS[-2:-1]
 # (bits, group (None: 128, or 64 where K % 128 != 0), asymmetric): per channel and grouped, symmetric and with zero
 # points, and group 32 (two groups per 64-k chunk).
 CONV_FORMATS = [(8, -1, False), (4, -1, False), (4, None, False), (4, None, True), (8, 32, True), (8, -1, True)]
 
 
-def test_convs(lib, tally, rng):
+def test_convs(lib, tally, rng, convs):
     """Every conv of CONVS x FP16 / BF16 x CONV_FORMATS on the dispatch and on every conv candidate that supports it;
     the epilogue cycles so that each (format, candidate) meets every epilogue over the shapes."""
     import torch.nn.functional as F
@@ -141,7 +142,7 @@ def test_convs(lib, tally, rng):
     eps = list(EPILOGUES)
     sm = K.device_sm()
     i = 0
-    for batch, ic, oc, ks, (h, w), stride, pads, dil in CONVS:
+    for batch, ic, oc, ks, (h, w), stride, pads, dil in convs:
         k = ic * ks * ks
         g = conv_geometry(batch, ic, h, w, ks, ks, (stride, stride), pads, (dil, dil))
         for act in ("fp16", "bf16"):
@@ -190,6 +191,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--convs-only", action="store_true", help="skip the epilogue sweep (e.g. under compute-sanitizer)")
     p.add_argument("--epilogues-only", action="store_true", help="skip the conv2d cases")
+    p.add_argument("--quick", action="store_true", help="conv2d: the small shapes and one split shape only (for "
+                   "compute-sanitizer)")
     args = p.parse_args(argv)
     from kernels_check import Tally  # beside this file (tests/device is the script's folder)
 
@@ -206,7 +209,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     before = (tally.passed, tally.failed)
     if not args.epilogues_only:
-        test_convs(lib, tally, rng)
+        test_convs(lib, tally, rng, QUICK_CONVS if args.quick else CONVS)
     print(f"convs: {tally.passed - before[0]} passed, {tally.failed - before[1]} failed ({time.time() - t0:.0f} s)")
     print(f"{tally.passed} passed, {tally.failed} failed")
     return 1 if tally.failed else 0

@@ -11,7 +11,7 @@
  *   CTA   = 4 warps, 64 output channels (warp w: channels 16w .. 16w + 15 as A rows 0..15) x 64 output pixels (8 mma
  *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles).
  *   A     = per chunk, the 64 channels' 128-byte lines of layout 1 (16 INT4 or 32 INT8 packed rows), copied with
- *           cp.async into a 5-stage ring (rows padded to 144 bytes: conflict-free fragment reads). Lane (g, q) takes
+ *           cp.async into an 8-stage (INT4) or 5-stage (INT8) ring (rows padded to 144 bytes: conflict-free fragment reads). Lane (g, q) takes
  *           word q of each permutation block of channels 16w + g and 16w + 8 + g: exactly its A fragment words.
  *   B     = per chunk, the 64 pixels x 64 k patch tile, gathered by the CTA into registers two chunks ahead (thread:
  *           one 8-k vector of 4 pixels; lanes on consecutive pixels). A per-chunk table in shared memory maps k to
@@ -45,7 +45,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int BN = 16 * kWarps;  // output channels per CTA
 constexpr int BM = 64;           // output pixels per CTA
 constexpr int KC = 64;           // k per chunk
-constexpr int kStages = 5;       // A ring (chunks in flight from DRAM: kStages - 1)
 constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead, read 2 ahead)
 constexpr int kMaxSplit = 8;     // portable cluster size
 constexpr int kLine = 144;       // bytes per staged packed row (128 + 16 padding)
@@ -71,12 +70,16 @@ struct Args {
 template <int BITS>
 struct Geo {
     static constexpr int I = BITS == 4 ? 4 : 2;             // channels per packed row
+    // A ring: kStages - 1 chunks in flight from DRAM (as many as 48 KB of shared memory hold: the weight bytes in
+    // flight per SM are what the batch-1 convs' bandwidth needs).
+    static constexpr int kStages = BITS == 4 ? 8 : 5;
     static constexpr int kRows = BN / I;                    // packed rows per CTA
     static constexpr int kABytes = kRows * kLine;           // one A stage
     static constexpr int kSZBytes = 2 * 2 * BN * 2;         // scales + zeros, up to 2 groups per chunk, 2 bytes each
     static constexpr int kBBytes = BM * KC * 2;             // one B buffer
     static constexpr int kTBytes = KC * 16;                 // one k table
     static constexpr int kPipe = kStages * (kABytes + kSZBytes) + 2 * kBBytes + kTables * kTBytes;
+    static_assert(kPipe <= 48 * 1024, "no opt-in to more dynamic shared memory");
     static constexpr int kRed = BN * kRedStride * 4;
     static constexpr int kSmem = kPipe > kRed ? kPipe : kRed;
 };
@@ -98,6 +101,16 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr)
                  : "memory");
+}
+
+/* A 16-bit load predicated on `ok` (0 otherwise): no branch around it, so the gather's 32 loads per chunk are all in
+ * flight at once (a branch per load would make the scheduler wait for each one). */
+__device__ __forceinline__ unsigned short ldg_u16_if(const void* p, bool ok) {
+    unsigned short v;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\tmov.u16 %0, 0;\n\t@q ld.global.nc.u16 %0, [%1];\n\t}"
+        : "=h"(v)
+        : "l"(p), "r"(uint32_t(ok)));
+    return v;
 }
 
 /* Byte offset of 16-byte vector `v` (8 k) of pixel row `p` in a B buffer: rows of 128 bytes, XOR swizzle so that 8
@@ -132,15 +145,17 @@ __device__ __forceinline__ int4 table_entry(const trt_woq_conv_geometry& g, int 
     return make_int4(off, tap < 32 ? int(1u << tap) : 0, tap < 32 ? 0 : int(1u << (tap - 32)), 0);
 }
 
-/* A thread's share of one chunk's patch tile: 8 k (one 16-byte vector) of 4 pixels. */
+/* A thread's share of one chunk's patch tile: 8 k (one 16-byte vector) of 4 pixels, as loaded. Packed into pairs
+ * only when stored: a use right after the loads would stall the warp for their whole latency every chunk. */
 struct Gathered {
-    uint32_t v[4][4];
+    unsigned short v[4][8];
 };
 
 template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
 __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
     using G = Geo<BITS>;
+    constexpr int kStages = G::kStages;
     constexpr int half_bits = 1 << (BITS - 1);
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char* a_ring = smem;
@@ -201,9 +216,8 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
             for (int s4 = 0; s4 < 4; ++s4) {
                 const bool ok0 = ((mask[s4][0] & uint32_t(t0.y)) | (mask[s4][1] & uint32_t(t0.z))) != 0;
                 const bool ok1 = ((mask[s4][0] & uint32_t(t1.y)) | (mask[s4][1] & uint32_t(t1.z))) != 0;
-                const uint32_t h0 = ok0 ? __ldg(reinterpret_cast<const unsigned short*>(xp[s4] + t0.x)) : 0u;
-                const uint32_t h1 = ok1 ? __ldg(reinterpret_cast<const unsigned short*>(xp[s4] + t1.x)) : 0u;
-                out.v[s4][e / 2] = h0 | (h1 << 16);
+                out.v[s4][e] = ldg_u16_if(xp[s4] + t0.x, ok0);
+                out.v[s4][e + 1] = ldg_u16_if(xp[s4] + t1.x, ok1);
             }
         }
     };
@@ -211,8 +225,11 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         const uint32_t base = smem_u32(b_buf + (rel & 1) * G::kBBytes);
 #pragma unroll
         for (int s4 = 0; s4 < 4; ++s4) {
+            uint32_t w[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) w[e] = uint32_t(in.v[s4][2 * e]) | (uint32_t(in.v[s4][2 * e + 1]) << 16);
             asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + b_offset(pix0 + 16 * s4, vec)),
-                         "r"(in.v[s4][0]), "r"(in.v[s4][1]), "r"(in.v[s4][2]), "r"(in.v[s4][3])
+                         "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
                          : "memory");
         }
     };
@@ -451,12 +468,12 @@ LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms) {
     const int nchunks = static_cast<int>(p->k / KC);
     const int64_t tiles = int64_t(pl.mtiles) * pl.ntiles;
     // Split K (SM90: over a cluster) to fill the SMs: the split with the least work on the busiest SM, counted as
-    // waves of one CTA per SM times chunks per CTA; ties keep the smaller split (less to reduce).
+    // waves of two CTAs per SM (two hide each other's latencies) times chunks per CTA; ties keep the smaller split.
     int split = 1;
     int64_t best = -1;
     for (int s = 1; s <= (sm >= 90 ? kMaxSplit : 1); ++s) {
         const int64_t cps = (nchunks + s - 1) / s;
-        const int64_t cost = (tiles * s + sms - 1) / sms * cps;
+        const int64_t cost = (tiles * s + 2 * sms - 1) / (2 * sms) * cps;
         if (best < 0 || cost < best) {
             best = cost;
             split = s;
@@ -543,7 +560,9 @@ trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
 
 size_t workspace(const trt_woq_linear_params*, int32_t) { return 0; }
 
-int32_t score(const trt_woq_linear_params*, int32_t) { return 2; }
+/* Above conv_im2col (score 1) except for the large products (M >= 256 pixels and N >= 640 channels), where the
+ * im2col path's wgmma GEMM out-computes these mma.sync tiles (python -m trt_woq.bench_conv times both). */
+int32_t score(const trt_woq_linear_params* p, int32_t) { return p->m >= 256 && p->n >= 640 ? 0 : 2; }
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     int sm = 0, dev = 0;
