@@ -560,9 +560,12 @@ trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
 
 size_t workspace(const trt_woq_linear_params*, int32_t) { return 0; }
 
-/* Above conv_im2col (score 1) except for the large products (M >= 256 pixels and N >= 640 channels), where the
- * im2col path's wgmma GEMM out-computes these mma.sync tiles (python -m trt_woq.bench_conv times both). */
-int32_t score(const trt_woq_linear_params* p, int32_t) { return p->m >= 256 && p->n >= 640 ? 0 : 2; }
+/* Above conv_im2col (score 1) where it measured faster (python -m trt_woq.bench_conv times both, docs/kernels.md):
+ * up to 256 output channels, and up to 512 from 128 pixels on. With more channels the im2col path's wgmma GEMM
+ * wins: there the 2-byte gathers of this kernel (one LSU request per element) cost more than the patch matrix. */
+int32_t score(const trt_woq_linear_params* p, int32_t) {
+    return p->n <= 256 || (p->n <= 512 && p->m >= 128) ? 2 : 0;
+}
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     int sm = 0, dev = 0;
