@@ -76,6 +76,18 @@ def launch(lib, params, out, candidate=K.CANDIDATE_AUTO):
     torch.cuda.synchronize()
 
 
+def check_candidates(lib, tally, prm, y, ref, act, sm, label):
+    """``prm`` through the dispatch and through every candidate that supports it, each output against ``ref``."""
+    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count()) if lib.supports(c, prm, sm) == K.Status.OK]
+    for c in cands:
+        try:
+            launch(lib, prm, y, c)
+            ok, detail = compare(y, ref, act)
+        except K.KernelError as e:
+            ok, detail = False, str(e)
+        tally.check(ok, f"{label} " + ("auto" if c < 0 else lib.candidate_name(c)), detail)
+
+
 def test_epilogues(lib, tally, rng):
     k, n = 1152, 520
     sm = K.device_sm()
@@ -94,17 +106,8 @@ def test_epilogues(lib, tally, rng):
                                         packed_weight=packed.data_ptr(), scales=scales.data_ptr(),
                                         bias=bias.data_ptr(), output=y.data_ptr(),
                                         epilogue=K.Epilogue[ep.name.upper()], **params_kw)
-                    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count())
-                                                  if lib.supports(c, prm, sm) == K.Status.OK]
-                    for c in cands:
-                        label = f"linear {ep.name} {act} {LINEAR_FORMATS[bits]} g{group} M={m} " + \
-                            ("auto" if c < 0 else lib.candidate_name(c))
-                        try:
-                            launch(lib, prm, y, c)
-                            ok, detail = compare(y, ref, act)
-                        except K.KernelError as e:
-                            ok, detail = False, str(e)
-                        tally.check(ok, label, detail)
+                    check_candidates(lib, tally, prm, y, ref, act, sm,
+                                     f"linear {ep.name} {act} {LINEAR_FORMATS[bits]} g{group} M={m}")
 
 
 def covered_combinations() -> set[tuple[str, str, str, str]]:
@@ -165,18 +168,9 @@ def test_convs(lib, tally, rng, convs):
                                     zeros=None if zeros is None else zeros.data_ptr(), bias=bias.data_ptr(),
                                     output=y.data_ptr(), op=K.Op.CONV2D, conv=g,
                                     epilogue=K.Epilogue[ep.name.upper()], **params_kw)
-                cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count())
-                                              if lib.supports(c, prm, sm) == K.Status.OK]
-                for c in cands:
-                    label = f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} {act} " \
-                            f"int{bits} g{group}{' zp' if asym else ''} {ep.name} " + \
-                            ("auto" if c < 0 else lib.candidate_name(c))
-                    try:
-                        launch(lib, prm, y, c)
-                        ok, detail = compare(y, ref, act)
-                    except K.KernelError as e:
-                        ok, detail = False, str(e)
-                    tally.check(ok, label, detail)
+                check_candidates(lib, tally, prm, y, ref, act, sm,
+                                 f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} {act} "
+                                 f"int{bits} g{group}{' zp' if asym else ''} {ep.name}")
     # Refusals: a conv the layout cannot take (K = 27) and inconsistent geometry.
     g = conv_geometry(1, 3, 9, 9, 3, 3, pads=(1, 1, 1, 1))
     prm = K.make_params(m=81, n=32, k=27, bits=8, group_size=-1, op=K.Op.CONV2D, conv=g)

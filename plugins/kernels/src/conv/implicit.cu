@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "candidates.h"
 #include "conv/implicit.h"
@@ -117,16 +118,6 @@ __device__ __forceinline__ unsigned short ldg_u16_if(const void* p, bool ok) {
  * consecutive rows at the same v hit 8 different bank groups (the gather's stores and ldmatrix's row reads). */
 __device__ __forceinline__ uint32_t b_offset(int p, int v) { return p * 128 + ((v ^ (p & 7)) << 4); }
 
-template <typename T>
-__device__ __forceinline__ float to_f(T v) {
-    if constexpr (std::is_same<T, half>::value) return __half2float(v);
-    else return __bfloat162float(v);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float v) {
-    if constexpr (std::is_same<T, half>::value) return __float2half_rn(v);
-    else return __float2bfloat16_rn(v);
-}
 template <typename T>
 __device__ __forceinline__ typename Pair<T>::type splat(T v) {
     typename Pair<T>::type p;
@@ -267,11 +258,11 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     };
 
     // Per-channel zero points (q - (z - 2^(bits-1)), exact) of this lane's two channels.
-    P zlo = splat<T>(from_f<T>(0.f)), zhi = zlo;
+    P zlo = splat<T>(T(0.f)), zhi = zlo;
     if constexpr (ZEROS && !GROUPED) {
         const int clo = n0 + 16 * warp + gq, chi = clo + 8;
-        if (clo < a.n) zlo = splat<T>(from_f<T>(to_f(a.zeros[clo]) - half_bits));
-        if (chi < a.n) zhi = splat<T>(from_f<T>(to_f(a.zeros[chi]) - half_bits));
+        if (clo < a.n) zlo = splat<T>(T(float(a.zeros[clo]) - half_bits));
+        if (chi < a.n) zhi = splat<T>(T(float(a.zeros[chi]) - half_bits));
     }
 
     float acc[8][4];
@@ -312,6 +303,31 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         const unsigned char* as = a_ring + stage * G::kABytes;
         const uint32_t bs = smem_u32(b_buf + (rel & 1) * G::kBBytes);
         const T* ss = reinterpret_cast<const T*>(sz_ring + stage * G::kSZBytes);
+        // Zero points, then group scales, on one word's converted pairs of channels clo / chi (group gi of the chunk).
+        auto dequant = [&](auto& lo, auto& hi, int gi) {
+            constexpr int kPairs = std::extent<std::remove_reference_t<decltype(lo)>>::value;
+            [[maybe_unused]] P slo, shi;
+            P zl = zlo, zh = zhi;
+            if constexpr (GROUPED) {
+                slo = splat<T>(ss[gi * BN + clo]);
+                shi = splat<T>(ss[gi * BN + chi]);
+                if constexpr (ZEROS) {
+                    zl = splat<T>(T(float(ss[(2 + gi) * BN + clo]) - half_bits));
+                    zh = splat<T>(T(float(ss[(2 + gi) * BN + chi]) - half_bits));
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kPairs; ++i) {
+                if constexpr (ZEROS) {
+                    lo[i] = __hsub2(lo[i], zl);
+                    hi[i] = __hsub2(hi[i], zh);
+                }
+                if constexpr (GROUPED) {
+                    lo[i] = __hmul2(lo[i], slo);
+                    hi[i] = __hmul2(hi[i], shi);
+                }
+            }
+        };
         // Four k16 steps: A fragments (converted, zero-shifted, group-scaled) of this warp's 16 channels.
         uint32_t af[4][4];
         if constexpr (BITS == 4) {
@@ -320,27 +336,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 P plo[4], phi[4];
                 convert_word<T, 4>(*reinterpret_cast<const uint32_t*>(as + a_lo + blk * 16), plo);
                 convert_word<T, 4>(*reinterpret_cast<const uint32_t*>(as + a_hi + blk * 16), phi);
-                P slo, shi, zl = zlo, zh = zhi;
-                if constexpr (GROUPED) {
-                    const int gi = groups_per_chunk > 1 ? blk : 0;
-                    slo = splat<T>(ss[gi * BN + clo]);
-                    shi = splat<T>(ss[gi * BN + chi]);
-                    if constexpr (ZEROS) {
-                        zl = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + clo]) - half_bits));
-                        zh = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + chi]) - half_bits));
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    if constexpr (ZEROS) {
-                        plo[i] = __hsub2(plo[i], zl);
-                        phi[i] = __hsub2(phi[i], zh);
-                    }
-                    if constexpr (GROUPED) {
-                        plo[i] = __hmul2(plo[i], slo);
-                        phi[i] = __hmul2(phi[i], shi);
-                    }
-                }
+                dequant(plo, phi, groups_per_chunk > 1 ? blk : 0);
                 // pairs 0, 1: step 2 blk (k slots 2q.. / 2q+8..); pairs 2, 3: step 2 blk + 1.
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -356,27 +352,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 P plo[2], phi[2];
                 convert_word<T, 8>(*reinterpret_cast<const uint32_t*>(as + a_lo + kk * 16), plo);
                 convert_word<T, 8>(*reinterpret_cast<const uint32_t*>(as + a_hi + kk * 16), phi);
-                P slo, shi, zl = zlo, zh = zhi;
-                if constexpr (GROUPED) {
-                    const int gi = groups_per_chunk > 1 ? kk >> 1 : 0;
-                    slo = splat<T>(ss[gi * BN + clo]);
-                    shi = splat<T>(ss[gi * BN + chi]);
-                    if constexpr (ZEROS) {
-                        zl = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + clo]) - half_bits));
-                        zh = splat<T>(from_f<T>(to_f(ss[(2 + gi) * BN + chi]) - half_bits));
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    if constexpr (ZEROS) {
-                        plo[i] = __hsub2(plo[i], zl);
-                        phi[i] = __hsub2(phi[i], zh);
-                    }
-                    if constexpr (GROUPED) {
-                        plo[i] = __hmul2(plo[i], slo);
-                        phi[i] = __hmul2(phi[i], shi);
-                    }
-                }
+                dequant(plo, phi, groups_per_chunk > 1 ? kk >> 1 : 0);
                 af[kk][0] = detail::as_u32(plo[0]);
                 af[kk][1] = detail::as_u32(phi[0]);
                 af[kk][2] = detail::as_u32(plo[1]);
@@ -436,11 +412,11 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         }
 #endif
         if (gn < a.n && gmm < a.m) {
-            if constexpr (!GROUPED) v *= to_f(a.scales[gn]);
-            if (a.bias != nullptr) v += to_f(a.bias[gn]);
+            if constexpr (!GROUPED) v *= float(a.scales[gn]);
+            if (a.bias != nullptr) v += float(a.bias[gn]);
             v = apply_epilogue(v, a.ep);
             const int b = gmm / ohw, r = gmm - b * ohw;
-            a.y[(int64_t(b) * a.n + gn) * ohw + r] = from_f<T>(v);
+            a.y[(int64_t(b) * a.n + gn) * ohw + r] = T(v);
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -492,20 +468,13 @@ int device_sms() {
 
 template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
 trt_woq_status launch_kernel(const trt_woq_linear_params* p, const LaunchPlan& pl, cudaStream_t stream) {
-    Args<T> a;
-    a.x = static_cast<const T*>(p->activation);
-    a.w = static_cast<const unsigned char*>(p->packed_weight);
-    a.scales = static_cast<const T*>(p->scales);
-    a.zeros = static_cast<const T*>(p->zeros);
-    a.bias = static_cast<const T*>(p->bias);
-    a.y = static_cast<T*>(p->output);
-    a.g = p->conv;
-    a.m = static_cast<int>(p->m);
-    a.n = static_cast<int>(p->n);
-    a.k = static_cast<int>(p->k);
-    a.group_shift = GROUPED ? log2_exact(p->group_size) : 0;
-    a.chunks_per_split = pl.chunks_per_split;
-    a.ep = epilogue_of(*p);
+    const Args<T> a = {static_cast<const T*>(p->activation), static_cast<const unsigned char*>(p->packed_weight),
+                       static_cast<const T*>(p->scales),     static_cast<const T*>(p->zeros),
+                       static_cast<const T*>(p->bias),       static_cast<T*>(p->output),
+                       p->conv,                              static_cast<int>(p->m),
+                       static_cast<int>(p->n),               static_cast<int>(p->k),
+                       GROUPED ? log2_exact(p->group_size) : 0, pl.chunks_per_split,
+                       epilogue_of(*p)};
     auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER>;
     constexpr int smem = Geo<BITS>::kSmem;
     cudaLaunchConfig_t cfg = {};
