@@ -1,6 +1,7 @@
-"""Conv2d benchmark (issue 18): our WeightOnlyConv kernels (INT8 per channel, INT4 g128) against cuDNN FP16 through
-``torch.nn.functional.conv2d`` in NCHW and channels-last, all timed in the same run, next to the weight floor; and the
-fused activation against none and against a separate ``silu``, on convs and on linear layers.
+"""Conv2d benchmark (issue 18): our WeightOnlyConv kernels (INT8 per channel, INT4 g128; each conv candidate by id,
+and which one the dispatch picks) against cuDNN FP16 through ``torch.nn.functional.conv2d`` in NCHW and
+channels-last, all timed in the same run, next to the weight floor; and the fused activation against none and
+against a separate ``silu``, on convs and on linear layers.
 
     python -m trt_woq.bench_conv [--json FILE]
 
