@@ -630,33 +630,40 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             fin[o] = sum;
         }
     }
+    // Output o of the CTA: tile j of the CTA (XS: warp j / NT's tile j % NT), activation row, channel of the tile.
+    auto output_at = [&](int o, int* row, int* ch) {
+        *row = (o / 8) % MT;
+        *ch = 8 * (o / (MT * 8)) + o % 8;
+        return *row < m && cta_base + *ch < a.n;
+    };
+    auto store = [&](int row, int ch, float sum) {
+        if (!GROUPED) sum *= chan_scale[ch];
+        if (a.bias != nullptr) sum += chan_bias[ch];
+        a.y[static_cast<size_t>(row) * a.n + cta_base + ch] = from_float<T>(apply_epilogue(sum, a.ep));
+    };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     if (nsplit > 1) {
+        // Rank r of the cluster adds slice r of the outputs over every CTA's fin and stores it: the distributed
+        // shared-memory reads are spread over the cluster instead of left to one CTA.
         cg::cluster_group cluster = cg::this_cluster();
-        cluster.sync();  // every CTA's fin is complete
-        if (cluster.block_rank() == 0) {
-            for (int o = threadIdx.x; o < outs; o += blockDim.x) {
-                float sum = fin[o];
-                for (int r = 1; r < nsplit; ++r) sum += cluster.map_shared_rank(fin, r)[o];
-                fin[o] = sum;
-            }
+        cluster.sync();  // every CTA's fin and channel arrays are complete
+        const int rank = static_cast<int>(cluster.block_rank());
+        for (int o = outs * rank / nsplit + threadIdx.x; o < outs * (rank + 1) / nsplit; o += blockDim.x) {
+            int row, ch;
+            if (!output_at(o, &row, &ch)) continue;
+            float sum = 0.0f;
+            for (int r = 0; r < nsplit; ++r) sum += cluster.map_shared_rank(fin, r)[o];
+            store(row, ch, sum);
         }
-        cluster.sync();  // the others' shared memory stays alive until rank 0 has read it
-        if (cluster.block_rank() != 0) return;
+        cluster.sync();  // every CTA's shared memory stays alive until the others have read it
+        return;
     }
 #endif
-    if (nsplit == 1) __syncthreads();
+    __syncthreads();
     for (int o = threadIdx.x; o < outs; o += blockDim.x) {
-        const int j = o / (MT * 8);  // tile of the CTA (XS: warp j / NT's tile j % NT)
-        const int row = (o / 8) % MT;
-        const int col = o % 8;
-        const int c = cta_base + 8 * j + col;
-        if (row >= m || c >= a.n) continue;
-        float sum = fin[o];
-        if (!GROUPED) sum *= chan_scale[8 * j + col];
-        if (a.bias != nullptr) sum += chan_bias[8 * j + col];
-        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(apply_epilogue(sum, a.ep));
+        int row, ch;
+        if (output_at(o, &row, &ch)) store(row, ch, fin[o]);
     }
 }
 
