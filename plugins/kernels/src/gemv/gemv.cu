@@ -52,6 +52,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
     pl.cluster = cluster;
     pl.sms = dev.sms;
+    pl.smem_per_sm = static_cast<size_t>(dev.smem_per_sm);
     pl.smem_per_warp = pl.stages * stage_bytes(p->weight_format, nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
     // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit. M > 8 with at most one CTA per
@@ -124,10 +125,17 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
  *                 (N = 57344); also up to M = 12 with K < 8192 where the GEMV's CTAs fit in one wave: 4 tiles when
  *                 32-channel CTAs do (N = 4096), else 8 (N = 6144) (M = 10, 12: 10.2-10.3 vs 11.0 us, 15.1-15.2 vs
  *                 16.2-16.3 us; the GEMM from M = 14: 11.4 vs 11.2, 16.4 vs 15.9); elsewhere the GEMM's wgmma split-K
- *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672). */
+ *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672);
+ *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation CTAs (score 101) where 256-channel
+ *                 CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344, M = 8: 109.9 vs
+ *                 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they measured slower. */
 template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
-    if (XS) return 2;
+    if (XS) {
+        DeviceInfo dev;
+        const bool wide = device_info(&dev) == TRT_WOQ_OK && (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
+        return p->weight_format == TRT_WOQ_WEIGHT_INT4 && sm >= 90 && p->m >= 2 && wide ? 101 : 2;
+    }
     int want_nt = 4;
     int want_kparts = 1;
     bool want_cluster = false;
@@ -210,8 +218,8 @@ int32_t score_row_blocks(const trt_woq_linear_params*, int32_t) {
 }  // namespace
 }  // namespace gemv
 
-// Every entry runs every (bits, activation, group, zeros, bias) combination; they differ in channels per CTA and
-// in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
+// Every entry runs every (bits, activation, group, zeros, bias) combination (the shared-activation one INT8 / INT4
+// only); they differ in channels per CTA and in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
 // are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
 // makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
@@ -219,7 +227,7 @@ constexpr Serves kGemvServes = {kIntWeightOnlyLinear.weight_formats | bit(TRT_WO
                                  kIntWeightOnlyLinear.act_modes, kIntWeightOnlyLinear.ops,
                                  kIntWeightOnlyLinear.epilogues};
 #define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS, XS)                                                   \
-    {name, kGemvServes, gemv::supports<NT, CLUSTER, KPARTS, XS>, gemv::no_workspace,                             \
+    {name, XS ? kIntWeightOnlyLinear : kGemvServes, gemv::supports<NT, CLUSTER, KPARTS, XS>, gemv::no_workspace, \
      gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
 const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, false),

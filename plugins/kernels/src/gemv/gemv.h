@@ -28,6 +28,7 @@ struct Plan {
     bool cluster;          // may split K over a thread-block cluster (SM90)
     int k_parts;           // contiguous parts of a CTA's K range walked at once (1 or 4: fronts per packed row)
     int sms;               // multiprocessors of the device
+    size_t smem_per_sm;    // shared memory of one multiprocessor, bytes
     int stages;            // kStages
     bool fit;              // fewer warps per CTA (down to half) when that makes every CTA resident at once
     bool xs;               // shared activations: the warps own different channels and read one activation tile
@@ -43,10 +44,12 @@ trt_woq_status launch_i8_bf16(const Plan& plan, const trt_woq_linear_params* p, 
 trt_woq_status launch_f6_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_f6_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 
-/* Shared-memory bytes of one warp's weights, scales and zeros per stage (gemv_kernel's stage layout). */
-inline size_t warp_stage_bytes(trt_woq_weight_format format, int nt) {
-    return static_cast<size_t>(nt) * 512       // weights (FP6: its 4-bit words): 32 lanes x 16 B per tile
-           + static_cast<size_t>(nt) * 256     // scales and zeros: 32 lanes x 4 B each per tile
+/* Shared-memory bytes of one warp's weights, scales and zeros per stage (gemv_kernel's stage layout); the shared-
+ * activation kernels leave out the scale / zero areas their mode never reads. */
+inline size_t warp_stage_bytes(trt_woq_weight_format format, int nt, bool scales = true, bool zeros = true) {
+    return static_cast<size_t>(nt) * 512                               // weights (FP6: its 4-bit words): 32 x 16 B
+           + (scales ? static_cast<size_t>(nt) * 128 : 0)              // scales: 32 lanes x 4 B per tile
+           + (zeros ? static_cast<size_t>(nt) * 128 : 0)               // zeros: the same
            + (format == TRT_WOQ_WEIGHT_FP6_E3M2 ? static_cast<size_t>(nt) * 256 : 0);  // FP6 2-bit words: 8 B
 }
 

@@ -328,9 +328,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     // words NT x 32 x 8 B]; the activations of a stage are m x KC x 2 B. Per-warp pipeline (!XS): STAGES x [warp part |
     // activations] per warp. XS: STAGES x [activations | warp 0's part | warp 1's part ...], the activations copied
     // by the whole CTA and read by every warp.
+    // XS leaves out the scale and zero areas the mode never reads (two CTAs per SM at M = 16 with 8 warps).
     const uint32_t s_off = NT * 512;
-    const uint32_t z_off = s_off + NT * 128;
-    const uint32_t l_off = z_off + NT * 128;
+    const uint32_t z_off = s_off + (XS && !GROUPED ? 0 : NT * 128);
+    const uint32_t l_off = z_off + (XS && !(GROUPED && ZEROS) ? 0 : NT * 128);
     const uint32_t part_bytes = l_off + (kFp6 ? NT * 256 : 0);
     const uint32_t x_bytes = m * KC * 2;
     const uint32_t stage_bytes = XS ? x_bytes + warps * part_bytes : part_bytes + x_bytes;
@@ -719,15 +720,18 @@ trt_woq_status plan_warp_private(Kernel kernel, const Plan& plan, int64_t nchunk
 }
 
 /* Shared activations (XS): CTAs of 8 warps x NT tiles, or 4 warps where 8-warp CTAs leave more than a tenth of the SMs
- * idle; K split over a cluster (at most 8 CTAs) as far as every CTA stays resident and each split keeps STAGES chunks. */
+ * idle; K split over a cluster (at most 8 CTAs) as far as every CTA stays resident and each split keeps STAGES chunks.
+ * With no more CTAs than SMs, each CTA asks for over half an SM's shared memory, so no SM runs two of them while
+ * another idles. */
 template <typename Kernel>
 trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_linear_params* p, int nt, int stages,
                              int64_t nchunks, Launch* out) {
-    const size_t part = warp_stage_bytes(p->weight_format, nt);
+    const size_t part = warp_stage_bytes(p->weight_format, nt, p->group_size != -1, p->group_size != -1 && p->zeros);
     const size_t act = act_stage_bytes(p->weight_format, p->m);
     for (int warps = kMaxWarps; warps >= kMaxWarps / 2; warps /= 2) {
         const size_t smem = stages * (act + warps * part);
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(std::max<size_t>(smem, plan.smem_per_sm / 2 + 1024)));
         if (err != cudaSuccess) return record_cuda_error(err);
         int per_sm = 0;
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem);
@@ -740,7 +744,7 @@ trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_line
         out->nsplit = static_cast<int>((nchunks + cps - 1) / cps);
         out->tiles = tiles;
         out->warps = warps;
-        out->smem = smem;
+        out->smem = tiles * out->nsplit <= plan.sms ? std::max<size_t>(smem, plan.smem_per_sm / 2 + 1024) : smem;
         out->cps = cps;
         if (10 * tiles * out->nsplit >= 9 * static_cast<int64_t>(plan.sms)) break;
     }
@@ -800,9 +804,11 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
 /* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */
 template <typename T, int BITS, int MODE, bool ZEROS>
 trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    if (plan.xs) {
-        return plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStagesXs, true>(plan, p, stream)
-                            : launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStagesXs, true>(plan, p, stream);
+    if constexpr (BITS != 6) {  // no FP6 candidate shares activations
+        if (plan.xs) {
+            return plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStagesXs, true>(plan, p, stream)
+                                : launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStagesXs, true>(plan, p, stream);
+        }
     }
     switch (plan.nt * 100 + plan.mt) {
         case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages, false>(plan, p, stream);
