@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     // words NT x 32 x 8 B]; the activations of a stage are m x KC x 2 B. Per-warp pipeline (!XS): STAGES x [warp part |
     // activations] per warp. XS: STAGES x [activations | warp 0's part | warp 1's part ...], the activations copied
     // by the whole CTA and read by every warp.
-    // XS leaves out the scale and zero areas the mode never reads (two CTAs per SM at M = 16 with 8 warps).
+    // XS leaves out the scale and zero areas the mode never reads.
     const uint32_t s_off = NT * 512;
     const uint32_t z_off = s_off + (XS && !GROUPED ? 0 : NT * 128);
     const uint32_t l_off = z_off + (XS && !(GROUPED && ZEROS) ? 0 : NT * 128);
