@@ -52,7 +52,6 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
     pl.cluster = cluster;
     pl.sms = dev.sms;
-    pl.smem_per_sm = static_cast<size_t>(dev.smem_per_sm);
     pl.smem_per_warp = pl.stages * stage_bytes(p->weight_format, nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
     // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit. M > 8 with at most one CTA per

@@ -28,7 +28,6 @@ struct Plan {
     bool cluster;          // may split K over a thread-block cluster (SM90)
     int k_parts;           // contiguous parts of a CTA's K range walked at once (1 or 4: fronts per packed row)
     int sms;               // multiprocessors of the device
-    size_t smem_per_sm;    // shared memory of one multiprocessor, bytes
     int stages;            // kStages
     bool fit;              // fewer warps per CTA (down to half) when that makes every CTA resident at once
     bool xs;               // shared activations: the warps own different channels and read one activation tile

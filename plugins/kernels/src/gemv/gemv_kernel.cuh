@@ -720,9 +720,7 @@ trt_woq_status plan_warp_private(Kernel kernel, const Plan& plan, int64_t nchunk
 }
 
 /* Shared activations (XS): CTAs of 8 warps x NT tiles, or 4 warps where 8-warp CTAs leave more than a tenth of the SMs
- * idle; K split over a cluster (at most 8 CTAs) as far as every CTA stays resident and each split keeps STAGES chunks.
- * With no more CTAs than SMs, each CTA asks for over half an SM's shared memory, so no SM runs two of them while
- * another idles. */
+ * idle; K split over a cluster (at most 8 CTAs) as far as every CTA stays resident and each split keeps STAGES chunks. */
 template <typename Kernel>
 trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_linear_params* p, int nt, int stages,
                              int64_t nchunks, Launch* out) {
@@ -730,8 +728,7 @@ trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_line
     const size_t act = act_stage_bytes(p->weight_format, p->m);
     for (int warps = kMaxWarps; warps >= kMaxWarps / 2; warps /= 2) {
         const size_t smem = stages * (act + warps * part);
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(std::max<size_t>(smem, plan.smem_per_sm / 2 + 1024)));
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         if (err != cudaSuccess) return record_cuda_error(err);
         int per_sm = 0;
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem);
@@ -744,7 +741,7 @@ trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_line
         out->nsplit = static_cast<int>((nchunks + cps - 1) / cps);
         out->tiles = tiles;
         out->warps = warps;
-        out->smem = tiles * out->nsplit <= plan.sms ? std::max<size_t>(smem, plan.smem_per_sm / 2 + 1024) : smem;
+        out->smem = smem;
         out->cps = cps;
         if (10 * tiles * out->nsplit >= 9 * static_cast<int64_t>(plan.sms)) break;
     }
