@@ -238,6 +238,7 @@ def setup_marlin(k: int, n: int, l2: int) -> Setup:
 
 def fp6_llm_available() -> bool:
     try:
+        _torch()  # its extension links against torch's libraries: torch loads them first
         import fp6_llm  # noqa: F401
     except ImportError:
         return False
@@ -248,9 +249,9 @@ def setup_fp6_llm(k: int, n: int, l2: int, replays: int) -> Setup:
     """FP6-LLM (usyd-fsalab/fp6_llm, ``fp6_llm.linear_forward_cuda``): FP16 activations x FP6 E3M2 weights in its own
     prepacked layout ([N, 3 K / 16] int32; any words are valid FP6 data) with one FP16 scale per output channel; it
     needs N % 256 == 0. Timed eagerly (module docstring), the fastest of FP6_LLM_SPLIT_K."""
+    torch = _torch()
     import fp6_llm
 
-    torch = _torch()
     if n % 256:
         raise ValueError(f"FP6-LLM needs N % 256 == 0, got N={n}")
     wbytes = n * (3 * k // 16) * 4 + n * 2
