@@ -4,10 +4,10 @@ For each (K, N) and M: median time per call of ours (INT8 per-channel, INT4 g128
 activations, through the C ABI's dispatch), cuBLAS FP16 and BF16 (``torch.matmul``), ``torch._weight_int4pack_mm``
 (BF16, group 128) and, where their Python extensions are importable, Marlin (``marlin.mul``, FP16 x INT4 g128; built
 from IST-DASLab/marlin) and FP6-LLM (``fp6_llm.linear_forward_cuda``, FP16 x FP6 E3M2 per channel, best split-K;
-built from usyd-fsalab/fp6_llm for sm_90; see docs/performance.md), all in the same process. Bandwidth: our weight bytes (packed
-weights + scales + zeros) per second, as a fraction of cuBLAS FP16's achieved weight bandwidth (its FP16 weight bytes
-over its time) at the same (K, N, M), and of a read-only stream of the same bytes (a Triton kernel that reads each
-word once, as ours must) timed once per (K, N) in the same run. The device's copy
+built from usyd-fsalab/fp6_llm for sm_90; see docs/performance.md), all in the same process. Bandwidth: our weight
+bytes (packed weights + scales + zeros) per second, as a fraction of cuBLAS FP16's achieved weight bandwidth (its
+FP16 weight bytes over its time) at the same (K, N, M), and of a read-only stream of the same bytes (a Triton kernel
+that reads each word once, as ours must) timed once per (K, N) in the same run. The device's copy
 bandwidth (read + written) is printed for information. The closing summary gives, per (K, N) and M range (1-16,
 17-128, 129-1023, >= 1024), the minimum and geometric mean of cuBLAS FP16 time / ours and Marlin time / ours.
 
@@ -488,7 +488,7 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                     continue
                 if "@" in name:
                     cname = name.split("@")[1]
-                    bits, group = (4, 128) if name.startswith("int4") else (8, -1)
+                    bits, group = {"int4": (4, 128), "fp6_": (6, -1)}.get(name[:4], (8, -1))
                     mode = K.ActMode.W8A8_DYNAMIC if name.startswith("w8a8") else K.ActMode.WEIGHT_ONLY
                     cid = lib.candidates().index(cname)
                     probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act_mode=mode)

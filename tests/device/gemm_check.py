@@ -141,7 +141,8 @@ def main() -> int:
             c = g.dispatch(pr.params(None))
             picks.setdefault(g.name(c) if c >= 0 else "none", []).append(m)
             check(g, pr, -1, ref=full_ref[:m], tag="dispatch: ")
-        print(f"dispatch {'fp6' if bits == 6 else f'int{bits}'}: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
+        fmt = "fp6" if bits == 6 else f"int{bits}"
+        print(f"dispatch {fmt}: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
               flush=True)
 
     # 3b. The same through the library's public ABI (registry: GEMV for small M, GEMM above), M from 1 to 320.

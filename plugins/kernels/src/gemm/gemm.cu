@@ -409,7 +409,8 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         // The 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at some M >= 1024 with
         // K <= 4096, not through the public dispatch.
         // FP6 (a 4-bit line plus its 2-bit words) follows INT4's rules; not swept on its own.
-        const bool int4 = params->weight_format == TRT_WOQ_WEIGHT_INT4 || params->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
+        const bool int4 =
+            params->weight_format == TRT_WOQ_WEIGHT_INT4 || params->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
         const int64_t pad256 = int64_t(ceil_div(m, 256)) * 256, pad128 = int64_t(ceil_div(m, 128)) * 128;
         const int ws = m <= 64 ? 9 : (m <= 128 || 6 * pad128 < 5 * pad256 ? 8 : 7);
         const Plan tail = make_plan(2 * ws + 1, *params);

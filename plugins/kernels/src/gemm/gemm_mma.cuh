@@ -205,6 +205,12 @@ __device__ __forceinline__ float channel_factor(const GemmArgs& args, int n) {
     if (BITS != 6 || args.group_shift != 31 || n >= args.n) return 1.f;
     return float(static_cast<const T*>(args.scales)[n]) * fp6::kBiasScale;
 }
+// An output before the activation: sum * factor + bias for FP6, sum + bias for the integer formats.
+template <int BITS>
+__device__ __forceinline__ float scaled_sum(float sum, float factor, float bias) {
+    if constexpr (BITS == 6) return fmaf(sum, factor, bias);
+    else return sum + bias;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // CTA rasterization. The launch order (blockIdx.x fastest) is remapped so that a band of kBand M tiles sweeps all N
@@ -292,8 +298,9 @@ __host__ __device__ constexpr int line_iters() {
 // line) split over THREADS threads: source pointers, swizzled shared-memory offsets and validity bits (M and N tails
 // are zero-filled). ALL_LINES: LINES * 8 is a multiple of THREADS; else b_dst = -1 where a thread has no line in
 // that iteration. FP6: iterations from four_bit_iters on copy the 2-bit words (4 chunks per row, after the row's
-// K / 2 four-bit words; in shared memory after the LINES lines, line-major, unswizzled). Separate arrays rather than one struct: as members of one object ptxas scheduled the kernels
-// differently (10-20 % slower wgmma kernels on H100).
+// K / 2 four-bit words; in shared memory after the LINES lines, line-major, unswizzled). Separate arrays rather than
+// one struct: as members of one object ptxas scheduled the kernels differently (10-20 % slower wgmma kernels on
+// H100).
 template <bool ALL_LINES, int LINES, int THREADS, int BITS, typename T, int NX, int NB>
 __device__ __forceinline__ void tile_copies(const GemmArgs& args, int tid, int m0, int n0, const T* (&x_src)[NX],
                                             int (&x_dst)[NX], uint32_t& x_ok, const int32_t* (&b_src)[NB],
@@ -542,7 +549,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
             for (int h = 0; h < 2; ++h) {
                 const int m = m0 + warp_m * kWarpM + i * 16 + (lane >> 2) + 8 * h;
                 if (m >= args.m) continue;
-                const float v0 = fmaf(acc[i][j][2 * h], f0, b0), v1 = fmaf(acc[i][j][2 * h + 1], f1, b1);
+                const float v0 = scaled_sum<BITS>(acc[i][j][2 * h], f0, b0);
+                const float v1 = scaled_sum<BITS>(acc[i][j][2 * h + 1], f1, b1);
                 if (args.partials == nullptr) {
                     T2 out;
                     out.x = T(apply_epilogue(v0, args.ep));

@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
             for (int e = 0; e < 2; ++e) {
                 const int m = m0 + 8 * j + 2 * (lane & 3) + e;
                 if (m >= args.m) continue;
-                const float v = fmaf(acc[4 * j + 2 * h + e], f, bv);
+                const float v = scaled_sum<BITS>(acc[4 * j + 2 * h + e], f, bv);
                 if (args.partials == nullptr)
                     static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(apply_epilogue(v, args.ep));
                 else

@@ -502,11 +502,12 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         // Epilogue (only ever the CTA's last piece, so the pipeline buffers are free for good): both consumer
         // warpgroups are past their last read of every stage before the staging tile overwrites them.
         // acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token 8j + 2 (t % 4) + (e & 1).
-        float f[MT][2];  // FP6 per channel: s * 2^12 (channel_factor)
+        float f[MT][2];  // FP6 per channel: s * 2^12 (channel_factor; 1 for groups)
+        if constexpr (BITS == 6)
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) f[mt][h] = channel_factor<BITS, T>(args, n0 + ch_local[mt][h]);
+                for (int h = 0; h < 2; ++h) f[mt][h] = channel_factor<BITS, T>(args, n0 + ch_local[mt][h]);
         consumers_sync();
         float* epi = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -516,7 +517,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] =
-                        acc[mt][4 * j + e] * f[mt][e >> 1];
+                        BITS == 6 ? acc[mt][4 * j + e] * f[mt][e >> 1] : acc[mt][4 * j + e];
         consumers_sync();
         store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
     }
