@@ -92,7 +92,7 @@ trt_woq_status cuda_fail(cudaError_t e) {
 
 int smem_bytes(const TileConfig& t, int bits) {
     const int inter = bits == 8 ? 2 : 4;
-    const int stage = t.bm * kBK * 2 + (t.bn / inter) * 128 + 2 * (2 * t.bn * 2);
+    const int stage = t.bm * kBK * 2 + (t.bn / inter) * packed_line_bytes(bits) + 2 * (2 * t.bn * 2);
     if (t.kernel == Kernel::kWgmmaWs) return ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes;
     if (t.kernel == Kernel::kWgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // aligned stages + slack
     return t.stages * stage;
@@ -154,14 +154,21 @@ Plan make_plan(int id, const trt_woq_linear_params& p) {
     return plan;
 }
 
+// Bits per weight, what the kernels are templated on.
+int bits_of(const trt_woq_linear_params& p) {
+    return p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? 6 : p.weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4;
+}
+
 trt_woq_status check_problem(const trt_woq_linear_params* p) {
     if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->m < 1 || p->n < 1 || p->k < 1) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->n > 65535 * 128) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // grid.y = N / BN
     if (p->act_type != TRT_WOQ_ACT_FP16 && p->act_type != TRT_WOQ_ACT_BF16) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8)
+    const bool fp6 = p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8 && !fp6)
         return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->layout_version != 1) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->layout_version != (fp6 ? 2 : 1)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (fp6 && p->zeros != nullptr) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // FP6 is symmetric (layout 2)
     // int indices inside the kernel: rows, columns and K below 2^31, and M * N partial planes below 2^40.
     if (p->m >= (int64_t(1) << 31) || p->n >= (int64_t(1) << 31) || p->k >= (int64_t(1) << 31))
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -181,7 +188,7 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (st != TRT_WOQ_OK) return st;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     const TileConfig& t = kTiles[tile_of(id)];
-    if (smem_bytes(t, p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4) > smem_limit(sm))
+    if (smem_bytes(t, bits_of(*p)) > smem_limit(sm))
         return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
@@ -279,29 +286,39 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return fn;
 }
 
-// 2D row-major tensor [rows, inner] of `elem_bytes` elements, box [box_rows, box_inner], 128-byte swizzle (the
-// inner box is 128 bytes), out-of-bounds elements zero-filled.
+// 2D row-major tensor [rows, inner] of `elem_bytes` elements, rows `stride` elements apart (0: inner), box
+// [box_rows, box_inner], 128-byte swizzle (the inner box is 128 bytes) unless `swizzle` says otherwise,
+// out-of-bounds elements zero-filled.
 bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base, uint64_t inner,
-               uint64_t rows, uint32_t box_inner, uint32_t box_rows) {
+               uint64_t rows, uint32_t box_inner, uint32_t box_rows, uint64_t stride = 0,
+               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (encode == nullptr) return false;
     const cuuint64_t dims[2] = {inner, rows};
-    const cuuint64_t strides[1] = {inner * elem_bytes};
+    const cuuint64_t strides[1] = {(stride ? stride : inner) * elem_bytes};
     const cuuint32_t box[2] = {box_inner, box_rows};
     const cuuint32_t elem_strides[2] = {1, 1};
     return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
-    CUtensorMap tmap_x, tmap_w;
+    CUtensorMap tmap_x, tmap_w, tmap_w2;
     // Activations [M, K] (16-bit elements), box 64 k x TOK / CLUSTER rows (each CTA of a cluster loads its share);
-    // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines.
+    // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines. FP6 rows are
+    // 3 K / 4 words: the 4-bit words as INT4, then the 2-bit words [N / 4, K / 4], box 16 words x CH / 4 (tmap_w2;
+    // the INT kernels get tmap_w again and never read it).
+    const uint64_t row_words = BITS == 6 ? args.k / 4 * 3 : args.k / 2;
     if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK / CLUSTER) ||
-        !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
+        !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI,
+                   row_words))
+        return cuda_fail(cudaErrorInvalidValue);
+    tmap_w2 = tmap_w;
+    if (BITS == 6 && !encode_2d(&tmap_w2, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b + args.k / 2, args.k / 4,
+                                args.n / kI, kBK / 4, kCH / kI, row_words, CU_TENSOR_MAP_SWIZZLE_NONE))
         return cuda_fail(cudaErrorInvalidValue);
     WsSchedule sched{ceil_div(args.m, TOK), ceil_div(ceil_div(args.n, kCH), CLUSTER), static_cast<int>(plan.dp_tiles),
                      plan.k_tiles_per_split, plan.tile_iters, 1, nullptr, nullptr};
@@ -318,7 +335,7 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
-                         args, sched, tmap_x, tmap_w);
+                         args, sched, tmap_x, tmap_w, tmap_w2);
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
@@ -391,7 +408,9 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         //  * else the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile with split-K.
         // The 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at some M >= 1024 with
         // K <= 4096, not through the public dispatch.
-        const bool int4 = params->weight_format == TRT_WOQ_WEIGHT_INT4;
+        // FP6 (a 4-bit line plus its 2-bit words) follows INT4's rules; not swept on its own.
+        const bool int4 =
+            params->weight_format == TRT_WOQ_WEIGHT_INT4 || params->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
         const int64_t pad256 = int64_t(ceil_div(m, 256)) * 256, pad128 = int64_t(ceil_div(m, 128)) * 128;
         const int ws = m <= 64 ? 9 : (m <= 128 || 6 * pad128 < 5 * pad256 ? 8 : 7);
         const Plan tail = make_plan(2 * ws + 1, *params);
@@ -455,6 +474,9 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     if (p->weight_format == TRT_WOQ_WEIGHT_INT4)
         r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan, args, p->workspace, s)
                  : launch_bits_type<4, half>(plan, args, p->workspace, s);
+    else if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2)
+        r = bf16 ? launch_bits_type<6, __nv_bfloat16>(plan, args, p->workspace, s)
+                 : launch_bits_type<6, half>(plan, args, p->workspace, s);
     else
         r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan, args, p->workspace, s)
                  : launch_bits_type<8, half>(plan, args, p->workspace, s);

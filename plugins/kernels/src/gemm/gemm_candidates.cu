@@ -40,7 +40,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 }
 
 #define TRT_WOQ_GEMM_CANDIDATE(id) \
-    {gemm::candidate_name(id), kIntWeightOnlyLinear, supports<id>, workspace<id>, launch<id>, score<id>}
+    {gemm::candidate_name(id), kWeightOnlyLinear, supports<id>, workspace<id>, launch<id>, score<id>}
 
 }  // namespace
 

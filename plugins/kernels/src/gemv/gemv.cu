@@ -141,7 +141,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) {
         // From `python -m trt_woq.bench --methods fp6_pc --candidates fp6` on H100 (M = 1, 4, 8, 12, 16 on
         // 14336 x 4096, 4096 x 28672, 8192 x 57344): nt4 (4 K places from K = 8192) at M <= 4, nt6_kparts4 up to
-        // M = 8, nt8 over a cluster above (no GEMM family serves FP6).
+        // M = 8, nt8 over a cluster above (up to M = 16; the GEMM family's pick above).
         if (p->m <= 4) {
             want_kparts = p->k >= 8192 ? 4 : 1;
         } else if (p->m <= 8) {
@@ -188,32 +188,6 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* FP6 at any M: no tensor-core GEMM serves FP6, so this candidate runs the GEMV on blocks of 16 rows of X. Each
- * block reads the whole weight again: right at every M, fast only while the blocks are few. Taking every M makes it
- * a tactic over any TensorRT profile. */
-trt_woq_status supports_row_blocks(const trt_woq_linear_params* p, int32_t sm) {
-    trt_woq_linear_params block = *p;
-    block.m = std::min<int64_t>(kMaxM, p->m);
-    return supports<8, false>(&block, sm);
-}
-
-trt_woq_status launch_row_blocks(const trt_woq_linear_params* p, cudaStream_t stream) {
-    constexpr int64_t kElem = 2;  // bytes of an FP16 / BF16 activation or output
-    for (int64_t r = 0; r < p->m; r += kMaxM) {
-        trt_woq_linear_params block = *p;
-        block.m = std::min<int64_t>(kMaxM, p->m - r);
-        block.activation = static_cast<const char*>(p->activation) + r * p->k * kElem;
-        block.output = static_cast<char*>(p->output) + r * p->n * kElem;
-        const trt_woq_status s = block.m > 8 ? launch<8, false>(&block, stream) : launch<4, false>(&block, stream);
-        if (s != TRT_WOQ_OK) return s;
-    }
-    return TRT_WOQ_OK;
-}
-
-int32_t score_row_blocks(const trt_woq_linear_params*, int32_t) {
-    return 1;  // below every GEMV candidate; the only one for FP6 at M > 16
-}
-
 }  // namespace
 }  // namespace gemv
 
@@ -222,12 +196,9 @@ int32_t score_row_blocks(const trt_woq_linear_params*, int32_t) {
 // are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
 // makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
-constexpr Serves kGemvServes = {kIntWeightOnlyLinear.weight_formats | bit(TRT_WOQ_WEIGHT_FP6_E3M2),
-                                 kIntWeightOnlyLinear.act_modes, kIntWeightOnlyLinear.ops,
-                                 kIntWeightOnlyLinear.epilogues};
 #define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS, XS)                                                   \
-    {name, XS ? kIntWeightOnlyLinear : kGemvServes, gemv::supports<NT, CLUSTER, KPARTS, XS>, gemv::no_workspace, \
-     gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
+    {name, XS ? kIntWeightOnlyLinear : kWeightOnlyLinear, gemv::supports<NT, CLUSTER, KPARTS, XS>,               \
+     gemv::no_workspace, gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
 const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, false),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1, false),
@@ -242,8 +213,6 @@ const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4, false),
     // Shared activations: 4 tiles per warp, 4 or 8 warps per CTA reading one activation tile, K over a cluster.
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xs_nt4_cluster", 4, true, 1, true),
-    {"rows16_gemv_fp6", {bit(TRT_WOQ_WEIGHT_FP6_E3M2), kGemvServes.act_modes, kGemvServes.ops, kGemvServes.epilogues},
-     gemv::supports_row_blocks, gemv::no_workspace, gemv::launch_row_blocks, gemv::score_row_blocks},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

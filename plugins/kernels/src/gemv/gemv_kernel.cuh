@@ -224,12 +224,6 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
     for (int i = 0; i < 4; ++i) c[i] = c2[0][i] + c2[1][i];
 }
 
-/* (2^12, 2^12) as a pair of T: the FP6 converters' outputs are value * 2^-12 (converters_fp6.cuh). */
-template <typename T>
-__device__ __forceinline__ typename Pair<T>::type fp6_bias_pair() {
-    return detail::as_pair<typename Pair<T>::type>(std::is_same<T, half>::value ? 0x6C006C00u : 0x45804580u);
-}
-
 /* The arrangement (every M): tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as
  * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
  * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
@@ -267,7 +261,7 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
                 }
 #pragma unroll
                 for (int i = 0; i < kPairs; ++i) {  // fine groups: 2^12 first (exact), so value * s rounds once
-                    if (FINE) p[u][i] = __hmul2(__hmul2(p[u][i], fp6_bias_pair<T>()), u % 2 == 0 ? s0 : s1);
+                    if (FINE) p[u][i] = __hmul2(__hmul2(p[u][i], fp6::bias_pair<T>()), u % 2 == 0 ? s0 : s1);
                 }
             } else {
                 convert_word<T, BITS>(words[u], p[u]);
