@@ -9,8 +9,8 @@
    {17, 33, 127, 130, 257} (the INT8 GEMMs: reference graph_passes.op.w8a8_evaluate, the exact integer GEMM per group
    and the offset correction in float64), plus 333 and 1000 at K = 4096; N not a multiple of the tiles (70, 130,
    258), K of 3 to 64 K tiles (192, 384, 1088, 1152, 4096; the wgmma candidates take K % 128 == 0, so every
-   warp-specialized tile there runs K-split slices); and 512 x 4610 at M = 17 / 127 / 333 / 1000, where the
-   warp-specialized tiles fill whole waves and split only the last one; group
+   warp-specialized tile there runs K-split slices); and 512 x 4610 per channel at M = 17 / 127 / 333 / 1000,
+   where the warp-specialized tiles fill whole waves and split only the last one; group
    sizes -1/32/64/128/256 where they divide K; symmetric and asymmetric activations; bias on/off; FP16 and BF16.
    Fresh random data each run (seed printed): weights quantized and packed by graph_passes, activations with a
    different magnitude per row and a few outlier channels. Outputs poisoned with NaN before each launch. Pass when
@@ -200,11 +200,12 @@ def main() -> int:
     candidates = [-1] + w8a8
     print("candidates:", ", ".join(lib.candidate_name(i) for i in w8a8), flush=True)
     tally = Tally()
-    m_grid = (1, 5, 16, 17, 33, 127, 130, 257)
-    shapes = (((192, 70), m_grid), ((384, 258), m_grid), ((1088, 130), m_grid), ((1152, 70), m_grid),
-              ((4096, 258), m_grid + (333, 1000)), ((512, 4610), (17, 127, 333, 1000)))
-    for (k, n), ms in shapes:
-        for group in (-1, 32, 64, 128, 256):
+    m_grid, groups = (1, 5, 16, 17, 33, 127, 130, 257), (-1, 32, 64, 128, 256)
+    shapes = (((192, 70), m_grid, groups), ((384, 258), m_grid, groups), ((1088, 130), m_grid, groups),
+              ((1152, 70), m_grid, groups), ((4096, 258), m_grid + (333, 1000), groups),
+              ((512, 4610), (17, 127, 333, 1000), (-1,)))
+    for (k, n), ms, gs in shapes:
+        for group in gs:
             if group != -1 and k % group:
                 continue
             for m in ms:
