@@ -32,7 +32,7 @@ for step in $STEPS; do
       run_step python3 tests/device/w8a8_check.py --quantize-share $SHAPES 2>&1 | tee "$OUT/share.log" || status=1 ;;
     bench)
       run_step python3 -m trt_woq.bench ${W8A8_BENCH_ARGS:---m 16,128,256,333,512,768,1024,2048,4096 --shapes $SHAPES \
-        --replays 10 --methods cublas_fp16,w8a8_pc,torch_int_mm,torch_int_mm_quant,w8a8_pc@w8a8_ws_128x256,w8a8_pc@w8a8_ws_256x128,w8a8_pc@w8a8_ws_128x128,w8a8_pc@w8a8_ws_64x256} --json "$OUT/bench.json" 2>&1 |
+        --replays 10 --methods cublas_fp16,w8a8_pc,torch_int_mm,torch_int_mm_quant,w8a8_pc@w8a8_ws_256x128,w8a8_pc@w8a8_ws_128x128,w8a8_pc@w8a8_wsl_128x256,w8a8_pc@w8a8_wsl_64x512,w8a8_pc@w8a8_wsl_128x256_c2} --json "$OUT/bench.json" 2>&1 |
         tee "$OUT/bench.log" | grep -E "W8A8|device|Error|Traceback" || status=1 ;;
     *) echo "unknown step $step"; status=1 ;;
   esac

@@ -448,15 +448,37 @@ struct WgArgs {
     int k;
 };
 
-// Dequantizes and stores one m64 wgmma accumulator block: acc[4j + 2h + e] is token `row + 8h` (row: this lane's
-// g = lane / 4 within its warp's 16) and channel n0 + 8j + 2 (lane % 4) + e. The product is C' = C + 128 * sum a
-// (B holds U = q + 128), so 128 times the row's code sum comes off first.
-template <int NJ, typename T, bool ASYM>
-__device__ __forceinline__ void dequant_store(const int (&acc)[4 * NJ], const EpiArgs& args, int row, int n0,
-                                              int lane) {
+// Dequantizes channels n, n + 1 of token m from their INT32 sums c0, c1 and stores them with the bias. The product
+// is C' = C + 128 * sum a (B holds U = q + 128), so `zero_sum` = 128 times the row's code sum comes off first.
+template <typename T, bool ASYM>
+__device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, int c0, int c1, float sa, float oa,
+                                             int zero_sum) {
     const T* sw = static_cast<const T*>(args.scales);
     const T* bias = static_cast<const T*>(args.bias);
-    T* c = static_cast<T*>(args.c);
+    const int c[2] = {c0, c1};
+    float y[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const float s = to_float(sw[n + e]);
+        y[e] = sa * (s * (float)(c[e] - zero_sum));
+        if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
+        if (bias) y[e] += to_float(bias[n + e]);
+    }
+    T pair[2];
+    if constexpr (std::is_same<T, half>::value) {
+        *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y[0], y[1]);
+    } else {
+        *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y[0], y[1]);
+    }
+    *reinterpret_cast<uint32_t*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
+}
+
+// Stores one m64 wgmma accumulator block of NJ x 8 columns: acc[4j + 2h + e] is token `row + 8h` (row: this lane's
+// g = lane / 4 within its warp's 16) and column 8j + 2 (lane % 4) + e. A column is channel n0 + column, or with
+// LINES (the packed-line operand, gemm_s8_ws) line n0 / 2 + column, whose channels 2 column and 2 column + 1 are in
+// acc[...] and acc[4 NJ + ...] (the even and the odd channels' products).
+template <int NJ, bool LINES, typename T, bool ASYM>
+__device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& args, int row, int n0, int lane) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int m = row + 8 * h;
@@ -465,23 +487,18 @@ __device__ __forceinline__ void dequant_store(const int (&acc)[4 * NJ], const Ep
         const int zero_sum = 128 * args.a_sums[m];
 #pragma unroll
         for (int j = 0; j < NJ; ++j) {
-            const int n = n0 + 8 * j + 2 * (lane % 4);
-            if (n >= args.n) continue;  // N is even
-            float y[2];
+            const int col = 8 * j + 2 * (lane % 4);
+            if constexpr (LINES) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float s = to_float(sw[n + e]);
-                y[e] = sa * (s * (float)(acc[4 * j + 2 * h + e] - zero_sum));
-                if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
-                if (bias) y[e] += to_float(bias[n + e]);
+                for (int e = 0; e < 2; ++e) {
+                    const int n = n0 + 2 * (col + e);
+                    if (n < args.n)  // N is even
+                        dequant_pair<T, ASYM>(args, m, n, acc[4 * j + 2 * h + e], acc[4 * NJ + 4 * j + 2 * h + e], sa,
+                                              oa, zero_sum);
+                }
+            } else if (n0 + col < args.n) {
+                dequant_pair<T, ASYM>(args, m, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], sa, oa, zero_sum);
             }
-            T pair[2];
-            if constexpr (std::is_same<T, half>::value) {
-                *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y[0], y[1]);
-            } else {
-                *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y[0], y[1]);
-            }
-            *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
         }
     }
 }
@@ -551,7 +568,7 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
     gemm::wgmma_wait<0>();
     cp_async_wait<0>();
 
-    dequant_store<BN / 8, T, ASYM>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4, n0, lane);
+    dequant_store<BN / 8, false, T, ASYM>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4, n0, lane);
 #else
     __trap();  // built without sm_90a: wgmma_supports() never selects this kernel on such a device
 #endif
@@ -560,44 +577,57 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 // ---------------------------------------------------------------------------------------------------------------
 // SM90a warp-specialized GEMM (per-channel weights). The same product as gemm_s8_wgmma (A = codes s8, B = the
 // stored weight bytes U u8, both K-major from shared memory, m64nNk32), fed by TMA:
-//   * warp 0 of the producer warpgroup (one lane) loads each 128-k stage as two 64-k halves with the 64-byte
-//     swizzle (16-byte chunk c of a 64-byte row r at c ^ (r / 2) % 4): the codes [BM tokens x 64 k] through a 2D
-//     map of [M, K]; the weights [BN channels x 64 k] through a 4D map of layout 1 as it lies in memory,
-//     [N / 2 lines][K / 64 segments][2 channels][64 bytes] (byte k % 64 of channel n at segment k / 64 of line
-//     n / 2, half n % 2: docs/layouts.md step 4). A box of {64 bytes, both halves, one segment, BN / 2 lines} lands
-//     as BN rows of 64 bytes in channel order, which is the K-major tile wgmma reads; layout 1 is unchanged. Rows
-//     past M or lines past N / 2 are zero-filled by TMA. Stages complete on a "full" mbarrier (transaction bytes)
-//     and are released on an "empty" one (one arrival per consumer thread once its wgmma group has read them).
+//   * warp 0 of the producer warpgroup (one lane) loads each stage of 128 k; layout 1 stays as it is in memory,
+//     [N / 2 lines][K / 64 segments][2 channels][64 bytes] (docs/layouts.md step 4), read in one of two ways:
+//     - 64-byte rows (LINES = false): the codes [BM x 64 k] through a 2D map of [M, K] and the weights through a 4D
+//       map of that shape, whose box {64 bytes, both channels, one segment, BN / 2 lines} lands as BN channel rows
+//       of 64 k: two 64-k halves per stage, 64-byte swizzle (16-byte chunk c of row r at c ^ (r / 2) % 4).
+//     - packed lines (LINES = true): the codes [BM x 128 k] and the weight lines [BN / 2 lines x 128 bytes] of each
+//       64-k segment through 2D maps, 128-byte swizzle (chunk c of row r at c ^ r % 8): every TMA row is 128
+//       contiguous bytes. A line row is then a K-major row of 128 "k" whose first 64 bytes are the even channel's
+//       64 k and whose last 64 the odd channel's, so one wgmma (N = lines) at byte offset 0 / 32 multiplies the even
+//       channels and one at 64 / 96 the odd ones; their sums are kept apart (acc[..even], acc[..odd]) and the
+//       epilogue interleaves them back.
+//     Rows past M or lines past N / 2 are zero-filled by TMA. Stages complete on a "full" mbarrier (transaction
+//     bytes) and are released on an "empty" one (one arrival per consumer thread once its wgmma group has read them).
 //   * 2 consumer warpgroups (setmaxnreg moves the producer warpgroup's registers to them): WGM = 2 splits the
 //     tile's tokens between them (MT m64 blocks each, all BN = BNW channels), WGM = 1 its channels (64 tokens,
 //     BNW channels each). One wgmma group per stage stays in flight while the next stage is awaited.
-//   * schedule (1D grid, CTAs in WsArgs order): the first dp_tiles CTAs compute whole tiles (the full waves); the
-//     last partial wave's tiles are split along K in `split` slices of `share` stages, so that wave fills the SMs.
-//     Slices 0 .. split - 2 store their INT32 sums to their own slot (coalesced, register order) and count on the
-//     tile's flag; the last slice (the highest CTA index of the tile, so its partners were launched before it)
-//     waits for the count, adds the slots in order (exact: integers) and runs the epilogue.
-constexpr int kWsBK = 128;                     // k per stage: two 64-byte swizzle rows
+//   * CLUSTER = 2: the two CTAs of a cluster take neighbouring M tiles of the same channels and each loads half of
+//     the weight tile with a multicast TMA into both, so each weight byte crosses L2 once per pair (the tile's
+//     L2 traffic per MAC drops by a third at 128 x 256). A stage is then refilled only once the consumers of both
+//     CTAs released it (each consumer thread arrives on both CTAs' "empty" barriers, the last stage included), and
+//     the producer waits for its last stages' releases before it exits, so no CTA exits while its peer may still
+//     arrive on its barriers.
+//   * schedule (1D grid, in units of one cluster's tiles): the first dp_tiles units are whole tiles (the full
+//     waves); the last partial wave's units are split along K in `split` slices of `share` stages, so that wave
+//     fills the SMs. Slices 0 .. split - 2 store their INT32 sums to their own slot (coalesced, register order) and
+//     count on the tile's flag; the last slice (the highest CTA index of the tile, so its partners were launched
+//     before it) waits for the count, adds the slots in order (exact: integers) and runs the epilogue.
+constexpr int kWsBK = 128;                     // k per stage
 constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 constexpr int kWsSmem = 227 * 1024;            // the per-block dynamic shared-memory limit of SM90
 constexpr int kSms = 132;                      // H100 SXM: the wave the schedule fills
 
+// Stage: codes [BM x 128 k] (kABytes), then weights [BN channels x 128 k] (kBBytes), each as two halves (64-byte
+// rows: k 0..63 then 64..127; packed lines: segment 2 kt then 2 kt + 1 of the weights, the codes undivided).
 template <int WGM, int MT, int BNW>
 struct WsLayout {
     static constexpr int kBM = WGM * MT * 64, kBN = (2 / WGM) * BNW;
-    static constexpr int kAHalf = kBM * 64, kBHalf = kBN * 64;  // bytes of one 64-k half
-    static constexpr int kStageBytes = 2 * (kAHalf + kBHalf);
-    static constexpr int kStages = (kWsSmem - 1024 - 256) / kStageBytes < 8 ? (kWsSmem - 1024 - 256) / kStageBytes : 8;
+    static constexpr int kABytes = kBM * kWsBK, kBBytes = kBN * kWsBK, kStageBytes = kABytes + kBBytes;
+    static constexpr int kFit = (kWsSmem - 1024 - 256) / kStageBytes;
+    static constexpr int kStages = kFit < 8 ? kFit : 8;
     static constexpr int kSmem = kStages * kStageBytes + 16 * kStages + 1024;  // + barriers + alignment slack
     static constexpr int kPart = kBM * kBN;  // INT32 sums per partial slot
-    static_assert(kStages >= 2 && kAHalf % 1024 == 0 && kBHalf % 1024 == 0, "stage geometry");
+    static_assert(kStages >= 2 && kABytes % 2048 == 0 && kBBytes % 2048 == 0, "stage geometry");
 };
 
 struct WsArgs {
     EpiArgs epi;
     int k;
-    int m_tiles, n_tiles, dp_tiles, split, share;  // schedule (above)
-    int* partials;         // [slot][kPart] INT32, slot = CTA index - dp_tiles
+    int m_units, n_tiles, dp_tiles, split, share;  // schedule (above), in cluster units (CLUSTER M tiles each)
+    int* partials;         // [slot][kPart] INT32, slot = CTA index - CLUSTER * dp_tiles
     unsigned int* flags;   // one per split tile, zeroed before the launch
 };
 
@@ -617,40 +647,46 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
 }
 #endif
 
-template <int WGM, int MT, int BNW, typename T, bool ASYM>
+template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm_s8_ws(const WsArgs args, const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b) {
 #ifdef TRT_WOQ_WGMMA
     using L = WsLayout<WGM, MT, BNW>;
+    static_assert(!LINES || BNW == 256, "the line operand runs m64n128k32 on the even and on the odd channels");
+    static_assert(CLUSTER == 1 || LINES, "the multicast loads halves of the line tile");
     constexpr int S = L::kStages;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t base = (gemm::smem_addr(smem_raw) + 1023) & ~1023u;
     const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
 
-    // This CTA's piece: a whole tile, or K slice `slice` of a split tile.
-    const int cta = blockIdx.x, k_tiles = args.k / kWsBK;
-    int tile = cta, slice = -1, kt_begin = 0, kt_end = k_tiles;
-    if (cta >= args.dp_tiles) {
-        const int c = cta - args.dp_tiles;
-        tile = args.dp_tiles + c / args.split;
+    // This CTA's piece: a whole tile, or K slice `slice` of a split tile (the CTAs of a cluster alike), and its
+    // rank in the cluster (M tile rank of the unit).
+    const int unit_cta = blockIdx.x / CLUSTER, rank = blockIdx.x % CLUSTER, k_tiles = args.k / kWsBK;
+    int unit = unit_cta, slice = -1, kt_begin = 0, kt_end = k_tiles;
+    if (unit_cta >= args.dp_tiles) {
+        const int c = unit_cta - args.dp_tiles;
+        unit = args.dp_tiles + c / args.split;
         slice = c % args.split;
         kt_begin = slice * args.share;
         kt_end = min(k_tiles, kt_begin + args.share);
     }
     const int n_k = kt_end - kt_begin;  // >= 1: the host keeps (split - 1) * share < k_tiles
-    int m_tile, n_tile;
-    gemm::band_coords(tile, args.m_tiles, args.n_tiles, m_tile, n_tile);
-    const int m0 = m_tile * L::kBM, n0 = n_tile * L::kBN;
+    int m_unit, n_tile;
+    gemm::band_coords(unit, args.m_units, args.n_tiles, m_unit, n_tile);
+    const int m0 = (m_unit * CLUSTER + rank) * L::kBM, n0 = n_tile * L::kBN;
 
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
             gemm::mbar_init(full_bar + 8 * s, 1);               // the producer's expect-tx arrival
-            gemm::mbar_init(empty_bar + 8 * s, 2 * 128);        // every consumer thread
+            gemm::mbar_init(empty_bar + 8 * s, CLUSTER * 2 * 128);  // every consumer thread of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1)
+        gemm::cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrival
+    else
+        __syncthreads();
 
     if (wg == 0) {
         gemm::regs_dealloc<kWsProducerRegs>();
@@ -658,14 +694,27 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             for (int i = 0; i < n_k; ++i) {
                 const int s = i % S, kt = kt_begin + i;
                 if (i >= S) gemm::mbar_wait(empty_bar + 8 * s, (i / S - 1) & 1);
-                const uint32_t bar = full_bar + 8 * s, st = base + s * L::kStageBytes;
+                const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
                 gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                if constexpr (LINES) gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    gemm::tma_load_2d(st + h * L::kAHalf, &tmap_a, kt * kWsBK + h * 64, m0, bar);
-                    tma_load_4d(st + 2 * L::kAHalf + h * L::kBHalf, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+                    if constexpr (CLUSTER > 1) {  // this rank's share of the lines, into every CTA of the cluster
+                        constexpr int kLines = L::kBN / 2 / CLUSTER;
+                        gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rank * kLines * 128, &tmap_b,
+                                                    (kt * 2 + h) * 128, n0 / 2 + rank * kLines, bar,
+                                                    (1u << CLUSTER) - 1);
+                    } else if constexpr (LINES) {
+                        gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
+                    } else {
+                        gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
+                        tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+                    }
                 }
             }
+            // Cluster: the last stages' releases include the peer's remote arrivals; stay until they landed.
+            if constexpr (CLUSTER > 1)
+                for (int j = max(0, n_k - S); j < n_k; ++j) gemm::mbar_wait(empty_bar + 8 * (j % S), (j / S) & 1);
         }
         return;
     }
@@ -673,38 +722,55 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     gemm::regs_alloc<kWsConsumerRegs>();
     const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
     const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
+    // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
     int acc[MT][BNW / 2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int j = 0; j < BNW / 2; ++j) acc[mt][j] = 0;
+    // Every consumer thread releases a stage it has read, in each CTA of the cluster (the multicast writes both).
+    auto release = [&](int i) {
+        const uint32_t bar = empty_bar + 8 * (i % S);
+        gemm::mbar_arrive(bar);
+#pragma unroll
+        for (int r = 1; r < CLUSTER; ++r) gemm::mbar_arrive_cluster(bar, (rank + r) % CLUSTER);
+    };
     for (int i = 0; i < n_k; ++i) {
         const int s = i % S;
         gemm::mbar_wait(full_bar + 8 * s, (i / S) & 1);
-        const uint32_t st = base + s * L::kStageBytes;
+        const uint32_t sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
         gemm::wgmma_fence();
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const uint64_t db = swizzle64_desc(st + 2 * L::kAHalf + h * L::kBHalf + wn * BNW * 64);
+        for (int ks = 0; ks < kWsBK / 32; ++ks)
 #pragma unroll
-            for (int ks = 0; ks < 2; ++ks)
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    const uint64_t da = swizzle64_desc(st + h * L::kAHalf + (wm * MT + mt) * 64 * 64);
-                    WgmmaS8<BNW>::run(acc[mt], da + uint64_t(2 * ks), db + uint64_t(2 * ks), 1);
+            for (int mt = 0; mt < MT; ++mt) {
+                const int rows = (wm * MT + mt) * 64;  // this block's first token in the tile
+                if constexpr (LINES) {
+                    using Half = int[BNW / 4];
+                    const uint64_t da = gemm::swizzle128_desc(sa + rows * 128) + uint64_t(2 * ks);
+                    const uint64_t db = gemm::swizzle128_desc(sb + (ks / 2) * (L::kBBytes / 2) + wn * (BNW / 2) * 128) +
+                                        uint64_t(2 * (ks % 2));
+                    WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][0]), da, db, 1);
+                    WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][BNW / 4]), da, db + 4, 1);  // + 64 bytes
+                } else {
+                    const int h = ks / 2;
+                    const uint64_t da = swizzle64_desc(sa + h * (L::kABytes / 2) + rows * 64) + uint64_t(2 * (ks % 2));
+                    const uint64_t db = swizzle64_desc(sb + h * (L::kBBytes / 2) + wn * BNW * 64) + uint64_t(2 * (ks % 2));
+                    WgmmaS8<BNW>::run(acc[mt], da, db, 1);
                 }
-        }
+            }
         gemm::wgmma_commit();
         gemm::wgmma_wait<1>();  // the previous stage's group is done: release its buffers
-        if (i > 0) gemm::mbar_arrive(empty_bar + 8 * ((i - 1) % S));
+        if (i > 0) release(i - 1);
     }
     gemm::wgmma_wait<0>();
+    release(n_k - 1);  // (awaited only by a cluster's producers)
 
     if (slice >= 0) {
-        const int c = cta - args.dp_tiles;
-        unsigned int* flag = args.flags + (tile - args.dp_tiles);
+        const int c = unit_cta - args.dp_tiles;
+        unsigned int* flag = args.flags + (unit - args.dp_tiles) * CLUSTER + rank;
         if (slice < args.split - 1) {  // store this slice's sums, then count it
-            int* dst = args.partials + (size_t)c * L::kPart + ctid;
+            int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -718,7 +784,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
         gemm::consumers_sync();
         for (int z = c - slice; z < c; ++z) {
-            const int* src = args.partials + (size_t)z * L::kPart + ctid;
+            const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -727,8 +793,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
-        dequant_store<BNW / 8, T, ASYM>(acc[mt], args.epi, m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4,
-                                        n0 + wn * BNW, lane);
+        dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM>(acc[mt], args.epi,
+                                                              m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4,
+                                                              n0 + wn * BNW, lane);
 #else
     __trap();  // built without sm_90a: gemm_supports() never selects this kernel on such a device
 #endif
@@ -742,62 +809,76 @@ int groups_of(const trt_woq_linear_params* p) { return p->group_size == -1 ? 1 :
 size_t codes_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * p->k); }
 size_t params_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * groups_of(p) * sizeof(float)); }
 
-enum class Kind { kMma, kWgmma, kWs };
+enum class Kind { kMma, kWgmma, kWs, kWsLines };
 struct Tile {
     const char* name;
     int bm, bn;
-    Kind kind;  // kWgmma, kWs: SM90a, per-channel weights, K % 128 == 0
+    Kind kind;        // all but kMma: SM90a, per-channel weights, K % 128 == 0
+    int cluster = 1;  // kWsLines: CTAs (neighbouring M tiles) sharing the weight tile
 };
-constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},   {"w8a8_mma_64x128", 64, 128, Kind::kMma},
-                           {"w8a8_wgmma_128x128", 128, 128, Kind::kWgmma}, {"w8a8_wgmma_64x128", 64, 128, Kind::kWgmma},
-                           {"w8a8_wgmma_128x256", 128, 256, Kind::kWgmma}, {"w8a8_ws_128x256", 128, 256, Kind::kWs},
-                           {"w8a8_ws_256x128", 256, 128, Kind::kWs},       {"w8a8_ws_128x128", 128, 128, Kind::kWs},
-                           {"w8a8_ws_64x256", 64, 256, Kind::kWs}};
+constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
+                           {"w8a8_mma_64x128", 64, 128, Kind::kMma},
+                           {"w8a8_wgmma_128x128", 128, 128, Kind::kWgmma},
+                           {"w8a8_wgmma_64x128", 64, 128, Kind::kWgmma},
+                           {"w8a8_wgmma_128x256", 128, 256, Kind::kWgmma},
+                           {"w8a8_ws_128x256", 128, 256, Kind::kWs},
+                           {"w8a8_ws_256x128", 256, 128, Kind::kWs},
+                           {"w8a8_ws_128x128", 128, 128, Kind::kWs},
+                           {"w8a8_ws_64x256", 64, 256, Kind::kWs},
+                           {"w8a8_wsl_128x256", 128, 256, Kind::kWsLines},
+                           {"w8a8_wsl_64x512", 64, 512, Kind::kWsLines},
+                           {"w8a8_wsl_128x256_c2", 128, 256, Kind::kWsLines, 2}};
+bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
 
-// The warp-specialized schedule (gemm_s8_ws): whole tiles for the full waves; the last partial wave's tiles split
-// along K into as many slices as the wave has room for, at most kMaxSplit (the last slice adds the others' sums
-// serially).
+// The warp-specialized schedule (gemm_s8_ws), in units of one cluster's tiles: whole units for the full waves; the
+// last partial wave's units split along K into as many slices as the wave has room for, at most kMaxSplit (the
+// last slice adds the others' sums serially).
 constexpr int kMaxSplit = 4;
 struct WsPlan {
-    int m_tiles, n_tiles, dp_tiles, split, share;
-    int64_t tiles;
+    int m_units, n_tiles, dp_tiles, split, share;
+    int64_t units;
 };
 WsPlan ws_plan(const trt_woq_linear_params* p, const Tile& t) {
     WsPlan w{};
-    const int64_t m_tiles = (p->m + t.bm - 1) / t.bm, n_tiles = (p->n + t.bn - 1) / t.bn;
-    w.tiles = m_tiles * n_tiles;
-    if (w.tiles > (int64_t(1) << 30)) return w;  // refused by gemm_supports
-    w.m_tiles = int(m_tiles);
+    const int64_t m_tiles = (p->m + t.bm - 1) / t.bm, m_units = (m_tiles + t.cluster - 1) / t.cluster;
+    const int64_t n_tiles = (p->n + t.bn - 1) / t.bn;
+    w.units = m_units * n_tiles;
+    if (w.units > (int64_t(1) << 29)) return w;  // refused by gemm_supports
+    w.m_units = int(m_units);
     w.n_tiles = int(n_tiles);
-    const int k_tiles = int(p->k / kWsBK), rest = int(w.tiles % kSms);
-    w.dp_tiles = int(w.tiles);
+    const int wave = kSms / t.cluster, k_tiles = int(p->k / kWsBK), rest = int(w.units % wave);
+    w.dp_tiles = int(w.units);
     w.split = 1;
     w.share = k_tiles;
-    const int split = rest == 0 ? 1 : std::min(std::min(kSms / rest, kMaxSplit), k_tiles);
+    const int split = rest == 0 ? 1 : std::min(std::min(wave / rest, kMaxSplit), k_tiles);
     if (split >= 2) {
         const int share = (k_tiles + split - 1) / split;
         const int slices = (k_tiles + share - 1) / share;  // no empty slice
         if (slices >= 2) {
-            w.dp_tiles = int(w.tiles) - rest;
+            w.dp_tiles = int(w.units) - rest;
             w.split = slices;
             w.share = share;
         }
     }
     return w;
 }
-int64_t ws_slots(const WsPlan& w) { return w.split < 2 ? 0 : (w.tiles - w.dp_tiles) * w.split; }
+// Units computed in K slices, times the slices (the partial slots and flags are per CTA of such a unit).
+int64_t ws_slices(const WsPlan& w) { return w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split; }
 size_t quantize_bytes(const trt_woq_linear_params* p) { return codes_bytes(p) + 3 * params_bytes(p); }
+size_t ws_slots_bytes(const WsPlan& w, const Tile& t) {
+    return align256(size_t(ws_slices(w)) * t.cluster * t.bm * t.bn * sizeof(int));
+}
 size_t ws_extra_bytes(const trt_woq_linear_params* p, const Tile& t) {
     const WsPlan w = ws_plan(p, t);
     if (w.split < 2) return 0;
-    return align256(size_t(ws_slots(w)) * t.bm * t.bn * sizeof(int)) + size_t(w.tiles - w.dp_tiles) * sizeof(unsigned);
+    return ws_slots_bytes(w, t) + size_t(w.units - w.dp_tiles) * t.cluster * sizeof(unsigned);
 }
 
-// cuTensorMapEncodeTiled for a byte tensor with the 64-byte swizzle and zero fill (the driver's, reached through the
-// runtime: the library does not link libcuda); false when it is not there or refuses.
-bool encode_bytes_swizzle64(CUtensorMap* map, int rank, const void* base, const cuuint64_t* dims,
-                            const cuuint64_t* strides, const cuuint32_t* box) {
+// cuTensorMapEncodeTiled for a byte tensor with zero fill (the driver's, reached through the runtime: the library
+// does not link libcuda); false when it is not there or refuses.
+bool encode_bytes(CUtensorMap* map, int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
+                  const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
     static void* const fn = [] {
         void* f = nullptr;
         cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -809,47 +890,69 @@ bool encode_bytes_swizzle64(CUtensorMap* map, int rank, const void* base, const 
     const cuuint32_t unit[4] = {1, 1, 1, 1};
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
                map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, const_cast<void*>(base), dims, strides, box, unit,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Raises `kernel`'s dynamic shared-memory limit and launches it.
-template <typename Kernel, typename... Args>
-trt_woq_status launch_with_smem(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                                const Args&... args) {
+// Raises `kernel`'s dynamic shared-memory limit and launches it, in clusters of `cluster` CTAs along x.
+template <typename... Params, typename... Args>
+trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, dim3 grid, int threads, int smem,
+                                cudaStream_t stream, const Args&... args) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return record_cuda_error(err);
-    kernel<<<grid, threads, smem, stream>>>(args...);
-    return check_launch();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = cluster > 1 ? 1 : 0;
+    err = cudaLaunchKernelEx(&config, kernel, args...);
+    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
 }
 
-template <int WGM, int MT, int BNW, typename T, bool ASYM>
+template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, const Tile& t, const EpiArgs& epi, cudaStream_t stream) {
     using L = WsLayout<WGM, MT, BNW>;
     static_assert(L::kBM <= 256 && L::kBN / 2 <= 256, "TMA boxes span at most 256 rows");
     const WsPlan w = ws_plan(p, t);
-    const uint64_t k = uint64_t(p->k);
-    // Codes [M, K]: box 64 k x BM tokens. Weights, layout 1 as stored: [N / 2 lines][K / 64][2 channels][64 bytes],
-    // box {64, 2, 1, BN / 2}: BN channel rows of 64 k.
-    const cuuint64_t a_dims[2] = {k, uint64_t(p->m)}, a_strides[1] = {k};
-    const cuuint32_t a_box[2] = {64, L::kBM};
-    const cuuint64_t b_dims[4] = {64, 2, k / 64, uint64_t(p->n / 2)}, b_strides[3] = {64, 128, 2 * k};
-    const cuuint32_t b_box[4] = {64, 2, 1, L::kBN / 2};
+    const uint64_t k = uint64_t(p->k), m = uint64_t(p->m), lines = uint64_t(p->n / 2);
     CUtensorMap tmap_a, tmap_b;
-    if (!encode_bytes_swizzle64(&tmap_a, 2, p->workspace, a_dims, a_strides, a_box) ||
-        !encode_bytes_swizzle64(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box))
-        return record_cuda_error(cudaErrorInvalidValue);
-    WsArgs args{epi, int(p->k), w.m_tiles, w.n_tiles, w.dp_tiles, w.split, w.share, nullptr, nullptr};
+    bool ok;
+    if (LINES) {
+        // Codes [M, K], box 128 k x BM tokens; weight lines [N / 2, 2K bytes], box one 128-byte segment x the
+        // tile's BN / 2 lines (a cluster rank's share of them).
+        const cuuint64_t a_dims[2] = {k, m}, a_strides[1] = {k}, b_dims[2] = {2 * k, lines}, b_strides[1] = {2 * k};
+        const cuuint32_t a_box[2] = {kWsBK, L::kBM}, b_box[2] = {128, L::kBN / 2 / CLUSTER};
+        ok = encode_bytes(&tmap_a, 2, p->workspace, a_dims, a_strides, a_box, CU_TENSOR_MAP_SWIZZLE_128B) &&
+             encode_bytes(&tmap_b, 2, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_128B);
+    } else {
+        // Codes: box 64 k x BM tokens. Weights as [N / 2 lines][K / 64][2 channels][64 bytes], box {64, 2, 1, BN / 2}:
+        // BN channel rows of 64 k.
+        const cuuint64_t a_dims[2] = {k, m}, a_strides[1] = {k};
+        const cuuint64_t b_dims[4] = {64, 2, k / 64, lines}, b_strides[3] = {64, 128, 2 * k};
+        const cuuint32_t a_box[2] = {64, L::kBM}, b_box[4] = {64, 2, 1, L::kBN / 2};
+        ok = encode_bytes(&tmap_a, 2, p->workspace, a_dims, a_strides, a_box, CU_TENSOR_MAP_SWIZZLE_64B) &&
+             encode_bytes(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_64B);
+    }
+    if (!ok) return record_cuda_error(cudaErrorInvalidValue);
+    WsArgs args{epi, int(p->k), w.m_units, w.n_tiles, w.dp_tiles, w.split, w.share, nullptr, nullptr};
     if (w.split > 1) {
         uint8_t* extra = static_cast<uint8_t*>(p->workspace) + quantize_bytes(p);
         args.partials = reinterpret_cast<int*>(extra);
-        args.flags = reinterpret_cast<unsigned*>(extra + align256(size_t(ws_slots(w)) * L::kPart * sizeof(int)));
-        const cudaError_t err = cudaMemsetAsync(args.flags, 0, size_t(w.tiles - w.dp_tiles) * sizeof(unsigned), stream);
+        args.flags = reinterpret_cast<unsigned*>(extra + ws_slots_bytes(w, t));
+        const size_t flags = size_t(w.units - w.dp_tiles) * CLUSTER * sizeof(unsigned);
+        const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
         if (err != cudaSuccess) return record_cuda_error(err);
     }
-    const int64_t ctas = w.dp_tiles + ws_slots(w);
-    return launch_with_smem(gemm_s8_ws<WGM, MT, BNW, T, ASYM>, dim3(unsigned(ctas)), kWsThreads, L::kSmem, stream,
-                            args, tmap_a, tmap_b);
+    const int64_t ctas = (w.dp_tiles + ws_slices(w)) * CLUSTER;
+    return launch_clustered(gemm_s8_ws<WGM, MT, BNW, LINES, CLUSTER, T, ASYM>, CLUSTER, dim3(unsigned(ctas)),
+                            kWsThreads, L::kSmem, stream, args, tmap_a, tmap_b);
 }
 
 template <typename T, bool ASYM>
@@ -871,27 +974,32 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     const Tile& t = kTiles[tile];
     const EpiArgs epi{a_scales, a_offsets, a_sums, p->scales, static_cast<const int*>(p->weight_sums), p->bias,
                       p->output, m, n};
+    if (t.kind == Kind::kWsLines) {
+        if (t.cluster == 2) return launch_ws<2, 1, 256, true, 2, T, ASYM>(p, t, epi, stream);
+        if (t.bm == 64) return launch_ws<1, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
+        return launch_ws<2, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
+    }
     if (t.kind == Kind::kWs) {
-        if (t.bm == 64) return launch_ws<1, 1, 128, T, ASYM>(p, t, epi, stream);
-        if (t.bm == 256) return launch_ws<2, 2, 128, T, ASYM>(p, t, epi, stream);
-        if (t.bn == 256) return launch_ws<2, 1, 256, T, ASYM>(p, t, epi, stream);
-        return launch_ws<2, 1, 128, T, ASYM>(p, t, epi, stream);
+        if (t.bm == 64) return launch_ws<1, 1, 128, false, 1, T, ASYM>(p, t, epi, stream);
+        if (t.bm == 256) return launch_ws<2, 2, 128, false, 1, T, ASYM>(p, t, epi, stream);
+        if (t.bn == 256) return launch_ws<2, 1, 256, false, 1, T, ASYM>(p, t, epi, stream);
+        return launch_ws<2, 1, 128, false, 1, T, ASYM>(p, t, epi, stream);
     }
     const dim3 grid((m + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn);
     if (t.kind == Kind::kWgmma) {
         const WgArgs args{codes, static_cast<const int8_t*>(p->packed_weight), epi, k};
         const int smem = kWgStages * (t.bm + t.bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
-        if (t.bn == 256) return launch_with_smem(gemm_s8_wgmma<128, 256, T, ASYM>, grid, 256, smem, stream, args);
-        if (t.bm == 64) return launch_with_smem(gemm_s8_wgmma<64, 128, T, ASYM>, grid, 128, smem, stream, args);
-        return launch_with_smem(gemm_s8_wgmma<128, 128, T, ASYM>, grid, 256, smem, stream, args);
+        if (t.bn == 256) return launch_clustered(gemm_s8_wgmma<128, 256, T, ASYM>, 1, grid, 256, smem, stream, args);
+        if (t.bm == 64) return launch_clustered(gemm_s8_wgmma<64, 128, T, ASYM>, 1, grid, 128, smem, stream, args);
+        return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, grid, 256, smem, stream, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
                         static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
     if (t.bm == 128)
-        return launch_with_smem(gemm_s8<128, kBN, 2, 4, T, ASYM>, grid, 256, kStages * (128 * kBK + kBN / 2 * 128),
+        return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (128 * kBK + kBN / 2 * 128),
                                 stream, args);
-    return launch_with_smem(gemm_s8<64, kBN, 2, 4, T, ASYM>, grid, 256, kStages * (64 * kBK + kBN / 2 * 128), stream,
-                            args);
+    return launch_clustered(gemm_s8<64, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (64 * kBK + kBN / 2 * 128),
+                            stream, args);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -917,20 +1025,20 @@ trt_woq_status gemm_supports(const trt_woq_linear_params* p, int32_t sm) {
         if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
         if (p->group_size != -1 || p->k % kWgBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (t.kind == Kind::kWs && ws_plan(p, t).tiles > (int64_t(1) << 30)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (is_ws(t) && ws_plan(p, t).units > (int64_t(1) << 29)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return TRT_WOQ_OK;
 }
 
 template <int TILE>
 size_t gemm_workspace(const trt_woq_linear_params* p, int32_t) {
     if (p->m == 0) return 0;
-    return quantize_bytes(p) + (kTiles[TILE].kind == Kind::kWs ? ws_extra_bytes(p, kTiles[TILE]) : 0);
+    return quantize_bytes(p) + (is_ws(kTiles[TILE]) ? ws_extra_bytes(p, kTiles[TILE]) : 0);
 }
 
 template <int TILE>
 trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // TMA reads the codes at the workspace's start: 16-byte alignment.
-    if (kTiles[TILE].kind == Kind::kWs && reinterpret_cast<uintptr_t>(p->workspace) % 16 != 0)
+    if (is_ws(kTiles[TILE]) && reinterpret_cast<uintptr_t>(p->workspace) % 16 != 0)
         return TRT_WOQ_ERR_INVALID_ARGUMENT;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16, asym = p->act_asymmetric != 0;
     if (bf16) return asym ? launch_typed<__nv_bfloat16, true>(p, TILE, stream)
@@ -938,21 +1046,23 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// SM90 with per-channel weights: the warp-specialized kernel, its tile by M; elsewhere mma.sync, the 128 x 128 tile
-// when its grid fills the GPU's 132 SMs (H100) at least once, the 64 x 128 tile otherwise. The non-specialized
-// wgmma tiles stay usable by id.
+// SM90 with per-channel weights: the warp-specialized kernel, its tile by M and N; elsewhere mma.sync, the 128 x 128
+// tile when its grid fills the GPU's 132 SMs (H100) at least once, the 64 x 128 tile otherwise. The
+// non-specialized wgmma tiles stay usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    if (p->m <= 64) return 8;           // w8a8_ws_64x256
-    if (p->m <= 128) return 7;          // w8a8_ws_128x128
-    return 5;                           // w8a8_ws_128x256
+    constexpr int kWs128x128 = 7, kWsl128x256 = 9, kWsl128x256C2 = 11;
+    const int64_t n256 = (p->n + 255) / 256, m128 = (p->m + 127) / 128;
+    if (p->m <= 128) return n256 >= kSms / 2 ? kWsl128x256 : kWs128x128;
+    // the pairs of the clustered tile fill a wave of clusters at least once
+    return (m128 + 1) / 2 * n256 >= kSms / 2 ? kWsl128x256C2 : kWsl128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
     const Tile& t = kTiles[TILE];
-    if (t.kind == Kind::kWs) return TILE == ws_tile_for(p) ? 90 : 80;
+    if (is_ws(t)) return TILE == ws_tile_for(p) ? 90 : 80;
     if (t.kind == Kind::kWgmma) return 60;
     if (t.bm == 64) return 51;
     return ctas(p, t) >= kSms ? 52 : 50;
@@ -1005,6 +1115,9 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(6),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(7),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(8),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(9),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(10),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(11),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 
