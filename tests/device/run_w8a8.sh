@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call for W8A8: build the kernels library, run tests/device/w8a8_check.py (quantize bit for bit, every
-# W8A8 candidate against float64), then the benchmark rows of W8A8 (the dispatch and each warp-specialized tile)
-# against cuBLAS FP16 and torch._int_mm (alone and with a torch per-token quantize), all in one run; `share`: the quantize kernel's
-# share of a W8A8 call at M >= 1024 (w8a8_check.py --quantize-share). The SM clock is printed before and after.
+# W8A8 candidate against float64), the quantize kernel's share of a W8A8 call at M >= 1024 (`share`:
+# w8a8_check.py --quantize-share), then the benchmark rows of W8A8 (the dispatch and each warp-specialized tile)
+# against cuBLAS FP16 and torch._int_mm (alone and with a torch per-token quantize), all in one run. The SM clock is
+# printed before and after.
 # Usage: bash tests/device/run_w8a8.sh [check] [share] [bench]   (default all three); logs in $OUT (or ./w8a8_out).
 #   W8A8_BENCH_ARGS: options of python -m trt_woq.bench (default below); W8A8_STEP_TIMEOUT: seconds per step.
 set -u -o pipefail
@@ -31,8 +32,10 @@ for step in $STEPS; do
     share)
       run_step python3 tests/device/w8a8_check.py --quantize-share $SHAPES 2>&1 | tee "$OUT/share.log" || status=1 ;;
     bench)
+      tiles=w8a8_pc@w8a8_ws_256x128,w8a8_pc@w8a8_ws_128x128,w8a8_pc@w8a8_wsl_128x256,w8a8_pc@w8a8_wsl_64x512
       run_step python3 -m trt_woq.bench ${W8A8_BENCH_ARGS:---m 16,128,256,333,512,768,1024,2048,4096 --shapes $SHAPES \
-        --replays 10 --methods cublas_fp16,w8a8_pc,torch_int_mm,torch_int_mm_quant,w8a8_pc@w8a8_ws_256x128,w8a8_pc@w8a8_ws_128x128,w8a8_pc@w8a8_wsl_128x256,w8a8_pc@w8a8_wsl_64x512,w8a8_pc@w8a8_wsl_128x256_c2} --json "$OUT/bench.json" 2>&1 |
+        --replays 10 --methods cublas_fp16,w8a8_pc,torch_int_mm,torch_int_mm_quant,$tiles,w8a8_pc@w8a8_wsl_128x256_c2} \
+        --json "$OUT/bench.json" 2>&1 |
         tee "$OUT/bench.log" | grep -E "W8A8|device|Error|Traceback" || status=1 ;;
     *) echo "unknown step $step"; status=1 ;;
   esac

@@ -21,7 +21,7 @@
 #include <algorithm>
 
 #include "../candidates.h"
-#include "../gemm/gemm_wgmma_ws.cuh"  // cp.async / ldmatrix / wgmma / mbarrier / TMA / setmaxnreg wrappers, rasterization
+#include "../gemm/gemm_wgmma_ws.cuh"  // cp.async / ldmatrix / wgmma / mbarrier / TMA / setmaxnreg, rasterization
 
 namespace trt_woq {
 namespace w8a8 {
@@ -599,11 +599,15 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //     CTAs released it (each consumer thread arrives on both CTAs' "empty" barriers, the last stage included), and
 //     the producer waits for its last stages' releases before it exits, so no CTA exits while its peer may still
 //     arrive on its barriers.
-//   * schedule (1D grid, in units of one cluster's tiles): the first dp_tiles units are whole tiles (the full
-//     waves); the last partial wave's units are split along K in `split` slices of `share` stages, so that wave
-//     fills the SMs. Slices 0 .. split - 2 store their INT32 sums to their own slot (coalesced, register order) and
-//     count on the tile's flag; the last slice (the highest CTA index of the tile, so its partners were launched
-//     before it) waits for the count, adds the slots in order (exact: integers) and runs the epilogue.
+//   * schedule, in units of one cluster's tiles: the work items are first the dp_tiles whole units (the full
+//     waves), then the last partial wave's units split along K in `split` slices of `share` stages each, so that
+//     wave fills the SMs. The grid is persistent (one wave: at most one CTA per SM): CTA c takes items c, c + grid,
+//     ... in order, and its producer runs on into the next item's stages while the consumers store the last one.
+//     Slices 0 .. split - 2 store their INT32 sums to their own slot (coalesced, register order) and count on the
+//     tile's flag; the last slice (the highest item of the tile) waits for the count, adds the slots in order
+//     (exact: integers) and runs the epilogue. dp_tiles is a multiple of the grid, so a split slice is its CTA's
+//     last item and a tail's partners are CTAs of lower index, launched before it: no wait on a CTA that may not
+//     be resident yet, whatever the SM count.
 constexpr int kWsBK = 128;                     // k per stage
 constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
@@ -626,8 +630,8 @@ struct WsLayout {
 struct WsArgs {
     EpiArgs epi;
     int k;
-    int m_units, n_tiles, dp_tiles, split, share;  // schedule (above), in cluster units (CLUSTER M tiles each)
-    int* partials;         // [slot][kPart] INT32, slot = CTA index - CLUSTER * dp_tiles
+    int m_units, n_tiles, units, dp_tiles, split, share;  // schedule (above), in units of CLUSTER M tiles
+    int* partials;         // [slot][kPart] INT32, slot = CLUSTER * (item - dp_tiles) + rank
     unsigned int* flags;   // one per split tile, zeroed before the launch
 };
 
@@ -649,7 +653,8 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
 
 template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
 __global__ void __launch_bounds__(kWsThreads, 1)
-    gemm_s8_ws(const WsArgs args, const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b) {
+    gemm_s8_ws(const WsArgs args, const __grid_constant__ CUtensorMap tmap_a,
+               const __grid_constant__ CUtensorMap tmap_b) {
 #ifdef TRT_WOQ_WGMMA
     using L = WsLayout<WGM, MT, BNW>;
     static_assert(!LINES || BNW == 256, "the line operand runs m64n128k32 on the even and on the odd channels");
@@ -660,21 +665,29 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
 
-    // This CTA's piece: a whole tile, or K slice `slice` of a split tile (the CTAs of a cluster alike), and its
-    // rank in the cluster (M tile rank of the unit).
-    const int unit_cta = blockIdx.x / CLUSTER, rank = blockIdx.x % CLUSTER, k_tiles = args.k / kWsBK;
-    int unit = unit_cta, slice = -1, kt_begin = 0, kt_end = k_tiles;
-    if (unit_cta >= args.dp_tiles) {
-        const int c = unit_cta - args.dp_tiles;
-        unit = args.dp_tiles + c / args.split;
-        slice = c % args.split;
-        kt_begin = slice * args.share;
-        kt_end = min(k_tiles, kt_begin + args.share);
-    }
-    const int n_k = kt_end - kt_begin;  // >= 1: the host keeps (split - 1) * share < k_tiles
-    int m_unit, n_tile;
-    gemm::band_coords(unit, args.m_units, args.n_tiles, m_unit, n_tile);
-    const int m0 = (m_unit * CLUSTER + rank) * L::kBM, n0 = n_tile * L::kBN;
+    // Work item `item`: a whole unit, or K slice `slice` of a split unit (the CTAs of a cluster take the same
+    // items); this CTA's tile in it is M tile `rank` of the unit.
+    const int rank = blockIdx.x % CLUSTER, k_tiles = args.k / kWsBK;
+    const int first_item = blockIdx.x / CLUSTER, item_step = gridDim.x / CLUSTER;
+    const int items = args.dp_tiles + (args.units - args.dp_tiles) * args.split;
+    struct Piece {
+        int unit, slice, kt_begin, kt_end, m0, n0;
+    };
+    auto piece_of = [&](int item) {
+        Piece q{item, -1, 0, k_tiles, 0, 0};
+        if (item >= args.dp_tiles) {
+            const int c = item - args.dp_tiles;
+            q.unit = args.dp_tiles + c / args.split;
+            q.slice = c % args.split;
+            q.kt_begin = q.slice * args.share;
+            q.kt_end = min(k_tiles, q.kt_begin + args.share);  // non-empty: the host keeps (split - 1) * share < K
+        }
+        int m_unit, n_tile;
+        gemm::band_coords(q.unit, args.m_units, args.n_tiles, m_unit, n_tile);
+        q.m0 = (m_unit * CLUSTER + rank) * L::kBM;
+        q.n0 = n_tile * L::kBN;
+        return q;
+    };
 
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
@@ -691,30 +704,35 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if (wg == 0) {
         gemm::regs_dealloc<kWsProducerRegs>();
         if (tid == 0) {
-            for (int i = 0; i < n_k; ++i) {
-                const int s = i % S, kt = kt_begin + i;
-                if (i >= S) gemm::mbar_wait(empty_bar + 8 * s, (i / S - 1) & 1);
-                const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
-                gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
-                if constexpr (LINES) gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+            int g = 0;  // stage uses so far: stage g % S, phase (g / S) & 1
+            for (int item = first_item; item < items; item += item_step) {
+                const Piece q = piece_of(item);
+                const int m0 = q.m0, n0 = q.n0;
+                for (int kt = q.kt_begin; kt < q.kt_end; ++kt, ++g) {
+                    const int s = g % S;
+                    if (g >= S) gemm::mbar_wait(empty_bar + 8 * s, (g / S - 1) & 1);
+                    const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
+                    gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                    if constexpr (LINES) gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    if constexpr (CLUSTER > 1) {  // this rank's share of the lines, into every CTA of the cluster
-                        constexpr int kLines = L::kBN / 2 / CLUSTER;
-                        gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rank * kLines * 128, &tmap_b,
-                                                    (kt * 2 + h) * 128, n0 / 2 + rank * kLines, bar,
-                                                    (1u << CLUSTER) - 1);
-                    } else if constexpr (LINES) {
-                        gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
-                    } else {
-                        gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
-                        tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+                    for (int h = 0; h < 2; ++h) {
+                        if constexpr (CLUSTER > 1) {  // this rank's share of the lines, into every CTA of the cluster
+                            constexpr int kLines = L::kBN / 2 / CLUSTER;
+                            gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rank * kLines * 128, &tmap_b,
+                                                        (kt * 2 + h) * 128, n0 / 2 + rank * kLines, bar,
+                                                        (1u << CLUSTER) - 1);
+                        } else if constexpr (LINES) {
+                            gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
+                        } else {
+                            gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
+                            tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+                        }
                     }
                 }
             }
             // Cluster: the last stages' releases include the peer's remote arrivals; stay until they landed.
             if constexpr (CLUSTER > 1)
-                for (int j = max(0, n_k - S); j < n_k; ++j) gemm::mbar_wait(empty_bar + 8 * (j % S), (j / S) & 1);
+                for (int j = max(0, g - S); j < g; ++j) gemm::mbar_wait(empty_bar + 8 * (j % S), (j / S) & 1);
         }
         return;
     }
@@ -722,80 +740,84 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     gemm::regs_alloc<kWsConsumerRegs>();
     const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
     const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
-    // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
-    int acc[MT][BNW / 2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < BNW / 2; ++j) acc[mt][j] = 0;
-    // Every consumer thread releases a stage it has read, in each CTA of the cluster (the multicast writes both).
-    auto release = [&](int i) {
-        const uint32_t bar = empty_bar + 8 * (i % S);
+    // Every consumer thread releases a stage use it has read, in each CTA of the cluster (the multicast writes both).
+    auto release = [&](int g) {
+        const uint32_t bar = empty_bar + 8 * (g % S);
         gemm::mbar_arrive(bar);
 #pragma unroll
         for (int r = 1; r < CLUSTER; ++r) gemm::mbar_arrive_cluster(bar, (rank + r) % CLUSTER);
     };
-    for (int i = 0; i < n_k; ++i) {
-        const int s = i % S;
-        gemm::mbar_wait(full_bar + 8 * s, (i / S) & 1);
-        const uint32_t sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
-        gemm::wgmma_fence();
+    // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
+    int acc[MT][BNW / 2];
+    int g = 0;  // stage uses so far, as the producer counts them
+    for (int item = first_item; item < items; item += item_step) {
+        const Piece q = piece_of(item);
 #pragma unroll
-        for (int ks = 0; ks < kWsBK / 32; ++ks)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const int rows = (wm * MT + mt) * 64;  // this block's first token in the tile
-                if constexpr (LINES) {
-                    using Half = int[BNW / 4];
-                    const uint64_t da = gemm::swizzle128_desc(sa + rows * 128) + uint64_t(2 * ks);
-                    const uint64_t db = gemm::swizzle128_desc(sb + (ks / 2) * (L::kBBytes / 2) + wn * (BNW / 2) * 128) +
-                                        uint64_t(2 * (ks % 2));
-                    WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][0]), da, db, 1);
-                    WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][BNW / 4]), da, db + 4, 1);  // + 64 bytes
-                } else {
-                    const int h = ks / 2;
-                    const uint64_t da = swizzle64_desc(sa + h * (L::kABytes / 2) + rows * 64) + uint64_t(2 * (ks % 2));
-                    const uint64_t db = swizzle64_desc(sb + h * (L::kBBytes / 2) + wn * BNW * 64) + uint64_t(2 * (ks % 2));
-                    WgmmaS8<BNW>::run(acc[mt], da, db, 1);
+            for (int j = 0; j < BNW / 2; ++j) acc[mt][j] = 0;
+        for (int i = 0; i < q.kt_end - q.kt_begin; ++i, ++g) {
+            const int s = g % S;
+            gemm::mbar_wait(full_bar + 8 * s, (g / S) & 1);
+            const uint32_t sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
+            gemm::wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < kWsBK / 32; ++ks)
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const int rows = (wm * MT + mt) * 64;  // this block's first token in the tile
+                    const int h = ks / 2, k32 = 2 * (ks % 2);  // 64-k half (segment), 32-byte step in it
+                    if constexpr (LINES) {
+                        using Half = int[BNW / 4];
+                        const uint64_t da = gemm::swizzle128_desc(sa + rows * 128) + uint64_t(2 * ks);
+                        const uint64_t db =
+                            gemm::swizzle128_desc(sb + h * (L::kBBytes / 2) + wn * (BNW / 2) * 128) + uint64_t(k32);
+                        WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][0]), da, db, 1);
+                        WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][BNW / 4]), da, db + 4, 1);  // +64 B
+                    } else {
+                        const uint64_t da = swizzle64_desc(sa + h * (L::kABytes / 2) + rows * 64) + uint64_t(k32);
+                        const uint64_t db = swizzle64_desc(sb + h * (L::kBBytes / 2) + wn * BNW * 64) + uint64_t(k32);
+                        WgmmaS8<BNW>::run(acc[mt], da, db, 1);
+                    }
                 }
-            }
-        gemm::wgmma_commit();
-        gemm::wgmma_wait<1>();  // the previous stage's group is done: release its buffers
-        if (i > 0) release(i - 1);
-    }
-    gemm::wgmma_wait<0>();
-    release(n_k - 1);  // (awaited only by a cluster's producers)
+            gemm::wgmma_commit();
+            gemm::wgmma_wait<1>();  // the previous stage's group is done: release its buffers
+            if (i > 0) release(g - 1);
+        }
+        gemm::wgmma_wait<0>();
+        release(g - 1);
 
-    if (slice >= 0) {
-        const int c = unit_cta - args.dp_tiles;
-        unsigned int* flag = args.flags + (unit - args.dp_tiles) * CLUSTER + rank;
-        if (slice < args.split - 1) {  // store this slice's sums, then count it
-            int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
+        if (q.slice >= 0) {
+            const int c = item - args.dp_tiles;
+            unsigned int* flag = args.flags + (q.unit - args.dp_tiles) * CLUSTER + rank;
+            if (q.slice < args.split - 1) {  // store this slice's sums, then count it
+                int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
-            __threadfence();
+                    for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
+                __threadfence();
+                gemm::consumers_sync();
+                if (ctid == 0) gemm::flag_release_add(flag);
+                continue;
+            }
+            if (ctid == 0)
+                while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
             gemm::consumers_sync();
-            if (ctid == 0) gemm::flag_release_add(flag);
-            return;
-        }
-        if (ctid == 0)
-            while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
-        gemm::consumers_sync();
-        for (int z = c - slice; z < c; ++z) {
-            const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
+            for (int z = c - q.slice; z < c; ++z) {
+                const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * 256);
+                    for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * 256);
+            }
         }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM>(acc[mt], args.epi,
+                                                                  q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4,
+                                                                  q.n0 + wn * BNW, lane);
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-        dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM>(acc[mt], args.epi,
-                                                              m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4,
-                                                              n0 + wn * BNW, lane);
 #else
     __trap();  // built without sm_90a: gemm_supports() never selects this kernel on such a device
 #endif
@@ -941,7 +963,7 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, const Tile& t, const Ep
              encode_bytes(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_64B);
     }
     if (!ok) return record_cuda_error(cudaErrorInvalidValue);
-    WsArgs args{epi, int(p->k), w.m_units, w.n_tiles, w.dp_tiles, w.split, w.share, nullptr, nullptr};
+    WsArgs args{epi, int(p->k), w.m_units, w.n_tiles, int(w.units), w.dp_tiles, w.split, w.share, nullptr, nullptr};
     if (w.split > 1) {
         uint8_t* extra = static_cast<uint8_t*>(p->workspace) + quantize_bytes(p);
         args.partials = reinterpret_cast<int*>(extra);
@@ -950,7 +972,7 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, const Tile& t, const Ep
         const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
         if (err != cudaSuccess) return record_cuda_error(err);
     }
-    const int64_t ctas = (w.dp_tiles + ws_slices(w)) * CLUSTER;
+    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), kSms / CLUSTER) * CLUSTER;  // persistent
     return launch_clustered(gemm_s8_ws<WGM, MT, BNW, LINES, CLUSTER, T, ASYM>, CLUSTER, dim3(unsigned(ctas)),
                             kWsThreads, L::kSmem, stream, args, tmap_a, tmap_b);
 }
