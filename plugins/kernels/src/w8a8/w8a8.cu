@@ -9,6 +9,9 @@
  *   gemm_s8:       mma.sync.m16n8k32 s8 (SM80+) on the packed bytes (U ^ 0x80 = the signed code q = U - 128),
  *                  cp.async multi-stage pipeline; per K group g it adds
  *                  s_a[m, g] * s_w[g, n] * C_g[m, n] (+ o_a[m, g] * weight_sums[g, n] * s_w[g, n]) in FP32.
+ *   gemm_s8_ws:    SM90a, per-channel weights: warp-specialized wgmma s8 x u8 with both operands fed by TMA into an
+ *                  mbarrier pipeline, persistent grid with a K split of the last wave (the dispatch's SM90 path).
+ *   gemm_s8_wgmma: SM90a, the same product fed by cp.async from every thread (by candidate id only).
  *   M <= 16:       the INT8 weight-only GEMV on the same packed weights and scales (no activation quantization).
  */
 #include <cuda_bf16.h>
@@ -595,7 +598,7 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //     BNW channels each). One wgmma group per stage stays in flight while the next stage is awaited.
 //   * CLUSTER = 2: the two CTAs of a cluster take neighbouring M tiles of the same channels and each loads half of
 //     the weight tile with a multicast TMA into both, so each weight byte crosses L2 once per pair (the tile's
-//     L2 traffic per MAC drops by a third at 128 x 256). A stage is then refilled only once the consumers of both
+//     L2 traffic per MAC drops by a third at 128 x 256; measured no faster, so by candidate id only). A stage is then refilled only once the consumers of both
 //     CTAs released it (each consumer thread arrives on both CTAs' "empty" barriers, the last stage included), and
 //     the producer waits for its last stages' releases before it exits, so no CTA exits while its peer may still
 //     arrive on its barriers.
