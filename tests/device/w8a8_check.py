@@ -40,10 +40,12 @@ from graph_passes import op
 from graph_passes.layouts import interleaved_v1
 from graph_passes.quantize import quantize_rtn
 from graph_passes.quantizers.activations import quantize_activations
+from graph_passes.registry.epilogues import EPILOGUES
 from trt_woq import kernels as K
 
 # Normwise relative tolerance: FP32 accumulation of the dequantized groups plus the output's rounding.
 TOL = {"fp16": 1e-3, "bf16": 8e-3}
+CLIP = {"clip_min": -0.5, "clip_max": 0.75}
 PERM16 = np.array([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15])
 SMALL_M = 16
 
@@ -51,7 +53,7 @@ SMALL_M = 16
 def covered_combinations() -> set[tuple[str, str, str, str]]:
     """(weight format, activation mode, op, epilogue) names, as kernels.h's enums, that this check runs on every W8A8
     candidate (read by tests/plugins/kernels/test_registry_walk.py without a GPU)."""
-    return {("int8", "w8a8_dynamic", "linear", "none")}
+    return {("int8", "w8a8_dynamic", "linear", ep.name) for ep in EPILOGUES}
 
 
 def _act_numpy(x: torch.Tensor) -> np.ndarray:
@@ -73,8 +75,10 @@ def quantized_weight(k, n, group, act, rng):
 
 
 class Problem:
-    def __init__(self, m, k, n, group, act, asym, bias, rng):
+    def __init__(self, m, k, n, group, act, asym, bias, rng, epilogue=EPILOGUES.get("none")):
         self.m, self.k, self.n, self.group, self.act, self.asym = m, k, n, group, act, asym
+        self.epilogue = epilogue
+        self.clip = CLIP if epilogue.params else {}
         dtype = DTYPES[act]
         qw = quantized_weight(k, n, group, act, rng)
         self.attrs = op.WoqAttributes(bits=8, group_size=group, in_features=k, out_features=n, has_bias=int(bias),
@@ -96,11 +100,12 @@ class Problem:
             self.ref = op.w8a8_evaluate(xf, packed, scales, sums if asym else None, self.attrs)
         if bias:
             self.ref = self.ref + self.bias.double().cpu().numpy()
+        self.ref = epilogue.reference(self.ref, **self.clip)
         self.xf = xf
 
     def label(self) -> str:
         return (f"m={self.m} k={self.k} n={self.n} g{self.group} {self.act}{' asym' if self.asym else ''}"
-                f"{' bias' if self.bias is not None else ''}")
+                f"{' bias' if self.bias is not None else ''} {self.epilogue.name}")
 
     def params(self, out, zeros=None) -> K.LinearParams:
         return K.make_params(m=self.m, n=self.n, k=self.k, bits=8, group_size=self.group, act=self.act,
@@ -108,7 +113,8 @@ class Problem:
                              scales=self.scales.data_ptr(), zeros=zeros,
                              bias=self.bias.data_ptr() if self.bias is not None else None, output=out.data_ptr(),
                              act_mode=K.ActMode.W8A8_DYNAMIC, act_asymmetric=self.asym,
-                             weight_sums=self.weight_sums.data_ptr() if self.weight_sums is not None else None)
+                             weight_sums=self.weight_sums.data_ptr() if self.weight_sums is not None else None,
+                             epilogue=K.Epilogue[self.epilogue.name.upper()], **self.clip)
 
 
 def check_workspace(pr: Problem, ws: torch.Tensor, label: str, tally: Tally) -> None:
@@ -213,6 +219,12 @@ def main() -> int:
                     for asym in (False, True):
                         bias = bool(rng.integers(0, 2))
                         run_case(lib, Problem(m, k, n, group, act, asym, bias, rng), candidates, tally)
+    # every fused activation on every candidate: small-M path, odd M, per channel and grouped, both offsets modes
+    for ep in EPILOGUES:
+        for (k, n), group, asym in (((4096, 258), -1, False), ((1088, 130), 64, True)):
+            for m in (5, 127, 333):
+                for act in ("fp16", "bf16"):
+                    run_case(lib, Problem(m, k, n, group, act, asym, True, rng, ep), candidates, tally)
     # refusals: zero points are not served
     pr = Problem(33, 192, 70, -1, "fp16", False, False, rng)
     out = torch.empty(33, 70, dtype=torch.float16, device="cuda")

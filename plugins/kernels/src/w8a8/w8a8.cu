@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "../candidates.h"
+#include "../epilogue.cuh"
 #include "../gemm/gemm_wgmma_ws.cuh"  // cp.async / ldmatrix / wgmma / mbarrier / TMA / setmaxnreg, rasterization
 
 namespace trt_woq {
@@ -200,6 +201,7 @@ struct GemmArgs {
     const void* bias;        // [N] T or nullptr
     void* c;                 // [M, N] T
     int m, n, k, groups, ksteps_per_group;  // ksteps of 32 k
+    Epilogue act;            // fused activation after the bias
 };
 
 __device__ __forceinline__ int swz_a(int row, int chunk) { return chunk ^ ((row >> 1) & 3); }
@@ -347,12 +349,12 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
                 const int m = m0 + wm * kWM + i * 16 + lane / 4 + 8 * h;
                 if (m >= args.m) continue;
                 T pair[2];
+                const float y0 = apply_epilogue(out[i][j][2 * h] + b0, args.act);
+                const float y1 = apply_epilogue(out[i][j][2 * h + 1] + b1, args.act);
                 if constexpr (std::is_same<T, half>::value) {
-                    *reinterpret_cast<half2*>(pair) =
-                        __floats2half2_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
+                    *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y0, y1);
                 } else {
-                    *reinterpret_cast<__nv_bfloat162*>(pair) =
-                        __floats2bfloat162_rn(out[i][j][2 * h] + b0, out[i][j][2 * h + 1] + b1);
+                    *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y0, y1);
                 }
                 *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
             }
@@ -442,6 +444,7 @@ struct EpiArgs {
     const void* bias;        // [N] T or nullptr
     void* c;                 // [M, N] T
     int m, n;
+    Epilogue act;            // fused activation after the bias
 };
 
 struct WgArgs {
@@ -466,6 +469,7 @@ __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, 
         y[e] = sa * (s * (float)(c[e] - zero_sum));
         if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
         if (bias) y[e] += to_float(bias[n + e]);
+        y[e] = apply_epilogue(y[e], args.act);
     }
     T pair[2];
     if constexpr (std::is_same<T, half>::value) {
@@ -998,7 +1002,7 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     if (s != TRT_WOQ_OK) return s;
     const Tile& t = kTiles[tile];
     const EpiArgs epi{a_scales, a_offsets, a_sums, p->scales, static_cast<const int*>(p->weight_sums), p->bias,
-                      p->output, m, n};
+                      p->output, m, n, epilogue_of(*p)};
     if (t.kind == Kind::kWsLines) {
         if (t.cluster == 2) return launch_ws<2, 1, 256, true, 2, T, ASYM>(p, t, epi, stream);
         if (t.bm == 64) return launch_ws<1, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
@@ -1019,7 +1023,8 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
         return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, grid, 256, smem, stream, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
-                        static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
+                        static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32,
+                        epilogue_of(*p)};
     if (t.bm == 128)
         return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (128 * kBK + kBN / 2 * 128),
                                 stream, args);
@@ -1030,7 +1035,7 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
 // ---------------------------------------------------------------------------------------------------------------
 // Candidates.
 constexpr Serves kW8A8Linear = {bit(TRT_WOQ_WEIGHT_INT8), bit(TRT_WOQ_ACT_MODE_W8A8_DYNAMIC), bit(TRT_WOQ_OP_LINEAR),
-                                bit(TRT_WOQ_EPILOGUE_NONE)};
+                                kIntWeightOnlyLinear.epilogues};
 
 // Symmetric weights only: the epilogue has no o_w term (the op contract refuses zero points with W8A8).
 template <int TILE>
