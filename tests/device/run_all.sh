@@ -53,12 +53,35 @@ run_check() {  # run_check NAME LOG COMMAND...
   tail -2 "$OUT/$log" | sed 's/^/    /'
   record "$name in $((SECONDS - t)) s" $rc
 }
+# The device checks share the GPU but are mostly host-side references: run them at once, report in order.
+bg_names=() bg_logs=() bg_pids=()
+start_check() {  # start_check NAME LOG COMMAND...
+  local name=$1 log=$2; shift 2
+  ( t=$SECONDS; "$@" > "$OUT/$log" 2>&1; rc=$?; echo "$rc $((SECONDS - t))" > "$OUT/$log.rc" ) &
+  bg_names+=("$name") bg_logs+=("$log") bg_pids+=($!)
+}
+finish_checks() {
+  local i rc secs
+  for i in "${!bg_pids[@]}"; do
+    wait "${bg_pids[$i]}"
+    read -r rc secs < "$OUT/${bg_logs[$i]}.rc" || { rc=1 secs=0; }
+    grep -E "^FAIL" "$OUT/${bg_logs[$i]}" | head -10
+    tail -2 "$OUT/${bg_logs[$i]}" | sed 's/^/    /'
+    record "${bg_names[$i]} in $secs s" "$rc"
+  done
+  bg_names=() bg_logs=() bg_pids=()
+}
 
-run_check "kernels_check.py" kernels_check.log timeout 420 python3 tests/device/kernels_check.py
-run_check "gemm_check.py" gemm_check.log timeout 420 python3 tests/device/gemm_check.py
-run_check "fp6_check.py" fp6_check.log timeout 300 python3 tests/device/fp6_check.py
-run_check "conv_check.py" conv_check.log timeout 300 python3 tests/device/conv_check.py
-run_check "w8a8_check.py" w8a8_check.log timeout 300 python3 tests/device/w8a8_check.py
+start_check "kernels_check.py" kernels_check.log timeout 420 python3 tests/device/kernels_check.py
+start_check "gemm_check.py" gemm_check.log timeout 420 python3 tests/device/gemm_check.py
+start_check "fp6_check.py" fp6_check.log timeout 300 python3 tests/device/fp6_check.py
+start_check "conv_check.py" conv_check.log timeout 300 python3 tests/device/conv_check.py
+start_check "w8a8_check.py" w8a8_check.log timeout 300 python3 tests/device/w8a8_check.py
+start_check "compute-sanitizer memcheck, kernels_check.py --quick" sanitize_kernels.log \
+  env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  python3 tests/device/kernels_check.py --quick
+start_check "compute-sanitizer memcheck + racecheck, gemm_sanitize" sanitize_gemm.log \
+  bash tests/device/sanitize_gemm.sh "$TRT_WOQ_GEMM_LIB" "$OUT"
 
 # Plugin harness inputs: the synthetic matrices plus the nodes of Llama samples quantized here.
 h=tests/plugins/conformance
@@ -82,10 +105,6 @@ run_check "plugin conformance harness, WeightOnlyConv" harness_conv.log \
 
 run_check "pytest GPU files" pytest.log python3 -m pytest -q -rs tests/plugins/kernels tests/python/trt_woq
 
-run_check "compute-sanitizer memcheck, kernels_check.py --quick" sanitize_kernels.log \
-  env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  python3 tests/device/kernels_check.py --quick
-run_check "compute-sanitizer memcheck + racecheck, gemm_sanitize" sanitize_gemm.log \
-  bash tests/device/sanitize_gemm.sh "$TRT_WOQ_GEMM_LIB" "$OUT"
+finish_checks
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
