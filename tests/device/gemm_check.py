@@ -2,11 +2,14 @@
 reference computed on the GPU, outputs poisoned with NaN before each run, plus the dispatch for all M and the refusal
 of bad shapes. Prints one line per failure and a closing PASSED / FAILED line; exit status 1 on any failure.
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py
+    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--quick]
+
+--quick: the shape sweep on three of its six shapes and six of its M values (every candidate still runs).
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import sys
@@ -75,6 +78,9 @@ def sample_rows(m: int) -> torch.Tensor | None:
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and M values in the shape sweep")
+    quick = ap.parse_args().quick
     g = Gemm()
     rng = np.random.default_rng()  # fresh inputs every run
     print(f"sm {g.sm}, {g.count()} GEMM candidates: {[g.name(i) for i in range(g.count())]}", flush=True)
@@ -94,9 +100,11 @@ def main() -> int:
 
     # 2. M values on LLM and odd shapes; every supported candidate (split-K where it splits).
     # (1024, 34048): 266 N tiles of 128, so the ws tail split has whole tiles and split ones in the same launch.
-    # 333, 400, 450: the last 256-token tile has 77, 144, 194 tokens and the last 128-token tile 77, 16, 66, so the
-    # ws kernels' narrowed wgmma for a partial last tile runs at every width.
+    # 145, 333, 400, 450, 700: partial last tiles of every token tile (256 and the balanced 144 .. 240: 145 = 144 + 1).
     shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324), (1024, 34048)]  # (K, N)
+    ms = (17, 32, 64, 127, 128, 145, 333, 400, 450, 512, 700, 2048, 4096)
+    if quick:
+        shapes, ms = [(4096, 4096), (1088, 1000), (2112, 324)], (17, 127, 145, 333, 450, 700)
     configs = [(4, torch.float16, 128, False, False), (8, torch.bfloat16, -1, True, True),
                (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True)]
     for (k, n), (bits, dtype, group, zeros, bias) in itertools.product(shapes, configs):
@@ -104,7 +112,7 @@ def main() -> int:
             continue
         base = make_problem(4096, n, k, bits, group, dtype, zeros, bias, rng)
         w64 = dequant64(base)
-        for m in (17, 32, 64, 127, 128, 333, 400, 450, 512, 2048, 4096):
+        for m in ms:
             if m * k * n > 4096 * 4096 * 4096 and (bits, dtype) != (4, torch.float16):
                 continue  # the largest problems once, in the main configuration
             pr = with_m(base, m)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -37,12 +38,15 @@ namespace {
 //   7, 8 (SM90) warp-specialized (gemm_wgmma_ws.cuh: TMA producer warp, 2 consumer warpgroups, 1 CTA per SM):
 //     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128). Their second candidate is
 //     the "tail split" (whole tiles for the full waves, the last partial wave split along K and summed in the
-//     kernel) instead of the split-K + reduce kernel of the others; their third (ids from 2 * kNumTiles on)
+//     kernel) instead of the split-K + reduce kernel of the others; their third (ids 22-24)
 //     "stream-K" (the last partial wave's K iterations shared equally by a wave of CTAs); tile 9 has the same two.
 //   9 (SM90) warp-specialized 64 tokens x 128 channels, 8 stages (INT8: 6), 2 CTAs per SM, clusters of 2 CTAs
 //     along N sharing the activation tile through multicast TMA: M <= 64 (bound by the weight stream).
 //   10 (SM90) 7 in clusters of 2 along N with multicast activations: at M = 256 every 256 x 128 CTA re-reads a
 //     2 MB (K = 4096) activation tile from L2 for 256 KB of weights.
+//   11 .. 17 (SM90) the balanced token tiles: 7 with T = 144, 160, .., 240 tokens (wgmma N = T). M > 256 takes
+//     t = ceil(M / 256) or more token tiles of T = ceil16(M / t) tokens, so that the tiles are equal and pad fewer
+//     than 16 tokens each (M = 333: 2 x 176 = 352 tokens where 256-token tiles compute 512); M 129..255 one tile.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -63,16 +67,36 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_128x256x64_s6", 128, 256, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_64x128x64_s8_c2", 64, 128, 8, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_256x128x64_s5_c2", 256, 128, 5, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_144x128x64_s6", 144, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_160x128x64_s6", 160, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_176x128x64_s6", 176, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_192x128x64_s6", 192, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_208x128x64_s6", 208, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_224x128x64_s6", 224, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_240x128x64_s6", 240, 128, 6, Kernel::kWgmmaWs, 1},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
-// Candidates: id = 2 * tile + splitk for every tile, then the stream-K variant of each warp-specialized tile
-// (appended, so the older ids keep their meaning). The split variants exist only where they split (split >= 2).
+// Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
+// then the stream-K variant of tiles 7, 8, 9 (not of the clustered 256 x 128 tile 10), then whole / tail split /
+// stream-K of each balanced tile. The split variants exist only where they split (split >= 2).
 enum Variant { kWhole, kSplit, kStreamK };
-constexpr int kFirstWsTile = 7, kNumStreamK = 3;  // tiles 7, 8, 9; not the clustered 256 x 128 tile (10)
-constexpr int kNumCandidates = 2 * kNumTiles + kNumStreamK;
+constexpr int kFirstWsTile = 7, kNumStreamK = 3, kFirstBalancedTile = 11;
+constexpr int kNumCandidates = 2 * kFirstBalancedTile + kNumStreamK + 3 * (kNumTiles - kFirstBalancedTile);
 static_assert(kNumCandidates == kCandidateCount, "gemm.h's kCandidateCount and the registry's list follow this table");
-int tile_of(int id) { return id < 2 * kNumTiles ? id / 2 : kFirstWsTile + id - 2 * kNumTiles; }
-Variant variant_of(int id) { return id < 2 * kNumTiles ? Variant(id % 2) : kStreamK; }
+constexpr int kFirstStreamKId = 2 * kFirstBalancedTile, kFirstBalancedId = kFirstStreamKId + kNumStreamK;
+int tile_of(int id) {
+    if (id < kFirstStreamKId) return id / 2;
+    if (id < kFirstBalancedId) return kFirstWsTile + id - kFirstStreamKId;
+    return kFirstBalancedTile + (id - kFirstBalancedId) / 3;
+}
+Variant variant_of(int id) {
+    if (id < kFirstStreamKId) return Variant(id % 2);
+    return id < kFirstBalancedId ? kStreamK : Variant((id - kFirstBalancedId) % 3);
+}
+int candidate_id(int tile, Variant v) {
+    if (tile >= kFirstBalancedTile) return kFirstBalancedId + 3 * (tile - kFirstBalancedTile) + v;
+    return v == kStreamK ? kFirstStreamKId + tile - kFirstWsTile : 2 * tile + v;
+}
 constexpr int kMaxSplit = 16;
 // Split-K aims for about two waves of CTAs on a large GPU (132 SMs on H100); a fixed figure keeps the workspace
 // size a function of the problem alone, as the C ABI requires.
@@ -343,6 +367,13 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 8: return launch_wgmma_ws_pieces<128, 2, 6, BITS, T>(args, plan, workspace, stream);
         case 9: return launch_wgmma_ws_pieces<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
+        case 11: return launch_wgmma_ws_pieces<144, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 12: return launch_wgmma_ws_pieces<160, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 13: return launch_wgmma_ws_pieces<176, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 14: return launch_wgmma_ws_pieces<192, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 15: return launch_wgmma_ws_pieces<208, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 16: return launch_wgmma_ws_pieces<224, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 17: return launch_wgmma_ws_pieces<240, 1, 6, BITS, T>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -369,39 +400,73 @@ size_t workspace(int id, const trt_woq_linear_params* p, int sm) {
     return workspace_bytes(id, *p);
 }
 
+namespace {
+
+// The cost model of the SM90 dispatch for M > 128, in microseconds of an H100 under load, fitted to the candidate
+// sweep (tests/device/sweep_gemm.py; docs/kernels_gemm.md gives the figures): one CTA's K tile of T tokens x 128
+// channels costs `ktile + token x T` (the weights' conversion and the pipeline, then the tensor cores per token); a
+// launch whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and `partial` per 256 tokens of
+// each partial a tile's last CTA stores or sums.
+struct CostModel {
+    double ktile, token, shared, partial;
+};
+constexpr CostModel kCost[2] = {{0.12, 0.0024, 6.0, 1.5}, {0.14, 0.0024, 6.0, 1.5}};  // INT4, INT8
+
+double ws_cost(int id, const trt_woq_linear_params& p) {
+    const Plan plan = make_plan(id, p);
+    const TileConfig& t = kTiles[plan.tile];
+    const CostModel& c = kCost[p.weight_format == TRT_WOQ_WEIGHT_INT8];
+    const double tile_k = c.ktile + c.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
+    if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
+    return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + c.shared +
+           c.partial * t.bm / 256.0 * plan.split;
+}
+
+// M > 128 on SM90: the 128-channel warp-specialized tile of T = 144, 160, .., 256 tokens and the variant (whole
+// tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
+// and the cost per token (each weight is converted once per tile); the variant, the last wave's fill.
+int balanced_pick(const trt_woq_linear_params& p, int sm) {
+    int best = -1;
+    double best_cost = 0;
+    for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
+        for (Variant v : {kWhole, kSplit, kStreamK}) {
+            const int id = candidate_id(tile, v);
+            if (supports(id, &p, sm) != TRT_WOQ_OK) continue;
+            const double cost = ws_cost(id, p);
+            if (best < 0 || cost < best_cost) best = id, best_cost = cost;
+        }
+    return best;
+}
+
+}  // namespace
+
 int heuristic(const trt_woq_linear_params* params, int sm) {
     if (check_problem(params) != TRT_WOQ_OK || sm < 80) return -1;
     // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
+    if (sm == 90 && m > 128) {
+        const int id = balanced_pick(*params, sm);
+        if (id >= 0) return id;
+    }
     if (sm == 90) {
-        // Hopper (H100 sweeps, docs/kernels_gemm.md). The warp-specialized tile by M: 64 x 128 in clusters of 2
-        // for M <= 64, 128 x 256 for M <= 128; beyond, 256 x 128, or 128 x 256 where 256-token tiles would compute
-        // more than 1.2x the padded tokens of 128-token ones (M = 257..384: 512 vs 384 tokens). A 128-token tile
-        // converts each weight for half as many tokens; the sweep over M = 129..1024 put that at about 1.2x the
-        // cost per token. Then the variant:
+        // Hopper, M <= 128 (H100 sweeps, docs/kernels_gemm.md). The warp-specialized tile: 64 x 128 in clusters of
+        // 2 for M <= 64, else 128 x 256. Then the variant:
         //  * the tail split whenever there are whole waves too; alone (every tile split) only up to 4 slices: the
         //    last slice sums the others' partials serially, and with 8 slices split-K + reduce measured faster;
-        //  * stream-K (INT4; INT8 was not measured): for the 256 x 128 tile within one wave 1/2 to 3/4 full when
-        //    its padding is at most 1.2x M (with more padding, whole tiles measured faster: 4096 x 6144, M = 288,
-        //    0.67x cuBLAS against 0.44x); for the clustered 64-token tile over a last wave at least half full
-        //    after whole waves (not within one wave, where it was slower);
+        //  * stream-K (INT4) for the clustered 64-token tile over a last wave at least half full after whole waves
+        //    (not within one wave, where it was slower);
         //  * whole tiles when they fill at least half a wave (the clustered 64-token tile: INT4 within one wave
         //    only);
         //  * else the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile with split-K.
-        // The 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at some M >= 1024 with
-        // K <= 4096, not through the public dispatch.
         const bool int4 = params->weight_format == TRT_WOQ_WEIGHT_INT4;
-        const int64_t pad256 = int64_t(ceil_div(m, 256)) * 256, pad128 = int64_t(ceil_div(m, 128)) * 128;
-        const int ws = m <= 64 ? 9 : (m <= 128 || 6 * pad128 < 5 * pad256 ? 8 : 7);
+        const int ws = m <= 64 ? 9 : 8;
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
         const int64_t wave = ws_wave(kTiles[ws]);
-        const int streamk = 2 * kNumTiles + ws - kFirstWsTile;
-        const bool streamk_fits =
-            ws == 7 ? 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave && 5 * pad256 <= 6 * m
-                    : ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
+        const int streamk = candidate_id(ws, kStreamK);
+        const bool streamk_fits = ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
         if (int4 && streamk_fits && supports(streamk, params, sm) == TRT_WOQ_OK) return streamk;
         const bool whole_ok = ws != 9 || (int4 && tail.tiles <= wave);
         if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;
