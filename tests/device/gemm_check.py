@@ -100,7 +100,7 @@ def main() -> int:
 
     # 2. M values on LLM and odd shapes; every supported candidate (split-K where it splits).
     # (1024, 34048): 266 N tiles of 128, so the ws tail split has whole tiles and split ones in the same launch.
-    # 145, 333, 400, 450, 700: partial last tiles of every token tile (256 and the balanced 144 .. 240: 145 = 144 + 1).
+    # 145, 333, 400, 450, 700: partial last tiles of every token tile (256 and the balanced 144 .. 224: 145 = 144 + 1).
     shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324), (1024, 34048)]  # (K, N)
     ms = (17, 32, 64, 127, 128, 145, 333, 400, 450, 512, 700, 2048, 4096)
     if quick:

@@ -30,8 +30,8 @@ from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
 # The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
-# (20, 21) and the balanced token tiles (25-45).
-SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 46))
+# (20, 21) and the balanced token tiles (25-39).
+SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 40))
 FIRST_NEW_ID = 25  # "old": the candidates before the balanced tiles
 BIG_MS = [2048, 4096]
 RANGES = ((129, 1023), (1024, None))
@@ -129,7 +129,7 @@ def main() -> int:
     ap.add_argument("--ms", help="comma-separated M values (default: 129 .. 1024, 19 values, then 2048, 4096)")
     ap.add_argument("--shapes", help="KxN,... (default: trt_woq.bench's eight)")
     ap.add_argument("--bits", default="4,8")
-    ap.add_argument("--cands", help="comma-separated candidate ids (default: the ws tiles for M > 128, 14-45)")
+    ap.add_argument("--cands", help="comma-separated candidate ids (default: the ws tiles for M > 128, 14-39)")
     ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--json", default="sweep_gemm.json")
     args = ap.parse_args()

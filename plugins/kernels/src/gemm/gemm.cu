@@ -44,9 +44,9 @@ namespace {
 //     along N sharing the activation tile through multicast TMA: M <= 64 (bound by the weight stream).
 //   10 (SM90) 7 in clusters of 2 along N with multicast activations: at M = 256 every 256 x 128 CTA re-reads a
 //     2 MB (K = 4096) activation tile from L2 for 256 KB of weights.
-//   11 .. 17 (SM90) the balanced token tiles: 7 with T = 144, 160, .., 240 tokens (wgmma N = T). M > 256 takes
-//     t = ceil(M / 256) or more token tiles of T = ceil16(M / t) tokens, so that the tiles are equal and pad fewer
-//     than 16 tokens each (M = 333: 2 x 176 = 352 tokens where 256-token tiles compute 512); M 129..255 one tile.
+//   11 .. 15 (SM90) the balanced token tiles with T = 144, 160, 176, 192, 224 tokens (wgmma N = T), so that M > 128
+//     runs as equal token tiles that pad little (M = 333: 2 x 176 = 352 tokens where 256-token tiles compute 512).
+//     No 208 or 240: the sweep's dispatch lost nothing without them, and each T costs 8 kernels of build time.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -71,9 +71,7 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_160x128x64_s6", 160, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_176x128x64_s6", 176, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_192x128x64_s6", 192, 128, 6, Kernel::kWgmmaWs, 1},
-    {"wgmma_ws_208x128x64_s6", 208, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_224x128x64_s6", 224, 128, 6, Kernel::kWgmmaWs, 1},
-    {"wgmma_ws_240x128x64_s6", 240, 128, 6, Kernel::kWgmmaWs, 1},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
@@ -371,9 +369,7 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 12: return launch_wgmma_ws_pieces<160, 1, 6, BITS, T>(args, plan, workspace, stream);
         case 13: return launch_wgmma_ws_pieces<176, 1, 6, BITS, T>(args, plan, workspace, stream);
         case 14: return launch_wgmma_ws_pieces<192, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 15: return launch_wgmma_ws_pieces<208, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 16: return launch_wgmma_ws_pieces<224, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 17: return launch_wgmma_ws_pieces<240, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 15: return launch_wgmma_ws_pieces<224, 1, 6, BITS, T>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -402,28 +398,27 @@ size_t workspace(int id, const trt_woq_linear_params* p, int sm) {
 
 namespace {
 
-// The cost model of the SM90 dispatch for M > 128, in microseconds of an H100 under load, fitted to the candidate
-// sweep (tests/device/sweep_gemm.py; docs/kernels_gemm.md gives the figures): one CTA's K tile of T tokens x 128
-// channels costs `ktile + token x T` (the weights' conversion and the pipeline, then the tensor cores per token); a
-// launch whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and `partial` per 256 tokens of
-// each partial a tile's last CTA stores or sums.
+// The cost model of the SM90 dispatch for M > 128, in microseconds of an H100 under full load, fitted to the
+// candidate sweep (tests/device/sweep_gemm.py; docs/kernels_gemm.md gives the figures), INT4 and INT8 alike: one
+// CTA's K tile of T tokens x 128 channels costs `ktile + token x T` (measured per wave of whole tiles: 0.58 us at
+// T = 144, 0.79 us at 256); a launch whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and
+// `partial` per 256 tokens of each partial a tile's last CTA sums.
 struct CostModel {
     double ktile, token, shared, partial;
 };
-constexpr CostModel kCost[2] = {{0.12, 0.0024, 6.0, 1.5}, {0.14, 0.0024, 6.0, 1.5}};  // INT4, INT8
+constexpr CostModel kCost{0.30, 0.0019, 4.0, 3.0};
 
 double ws_cost(int id, const trt_woq_linear_params& p) {
     const Plan plan = make_plan(id, p);
     const TileConfig& t = kTiles[plan.tile];
-    const CostModel& c = kCost[p.weight_format == TRT_WOQ_WEIGHT_INT8];
-    const double tile_k = c.ktile + c.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
+    const double tile_k = kCost.ktile + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
     if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
-    return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + c.shared +
-           c.partial * t.bm / 256.0 * plan.split;
+    return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + kCost.shared +
+           kCost.partial * t.bm / 256.0 * plan.split;
 }
 
-// M > 128 on SM90: the 128-channel warp-specialized tile of T = 144, 160, .., 256 tokens and the variant (whole
-// tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
+// M > 128 on SM90: the 128-channel warp-specialized tile of T = 144, 160, 176, 192, 224 or 256 tokens and the variant
+// (whole tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
 // and the cost per token (each weight is converted once per tile); the variant, the last wave's fill.
 int balanced_pick(const trt_woq_linear_params& p, int sm) {
     int best = -1;
