@@ -120,6 +120,16 @@ int smem_bytes(const TileConfig& t, int bits) {
     return t.stages * stage;
 }
 
+// Every ws tile fits SM90's shared memory (balanced_pick relies on it).
+constexpr bool ws_tiles_fit_sm90() {
+    for (const TileConfig& t : kTiles)
+        for (int bits : {4, 8})
+            if (t.kernel == Kernel::kWgmmaWs && ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes > 227 * 1024)
+                return false;
+    return true;
+}
+static_assert(ws_tiles_fit_sm90(), "a warp-specialized tile exceeds SM90's shared memory");
+
 int smem_limit(int sm) {
     if (sm >= 90) return 227 * 1024;
     if (sm == 80 || sm == 87) return 163 * 1024;
@@ -408,8 +418,7 @@ struct CostModel {
 };
 constexpr CostModel kCost{0.30, 0.0019, 4.0, 3.0};
 
-double ws_cost(int id, const trt_woq_linear_params& p) {
-    const Plan plan = make_plan(id, p);
+double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
     const TileConfig& t = kTiles[plan.tile];
     const double tile_k = kCost.ktile + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
     if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
@@ -419,15 +428,18 @@ double ws_cost(int id, const trt_woq_linear_params& p) {
 
 // M > 128 on SM90: the 128-channel warp-specialized tile of T = 144, 160, 176, 192, 224 or 256 tokens and the variant
 // (whole tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
-// and the cost per token (each weight is converted once per tile); the variant, the last wave's fill.
-int balanced_pick(const trt_woq_linear_params& p, int sm) {
+// and the cost per token (each weight is converted once per tile); the variant, the last wave's fill. For a problem
+// that passed check_problem on SM90 these candidates are supported exactly when they split (the ws tiles fit SM90's
+// shared memory), which the plan says without supports()' other checks.
+int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
     for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
-            if (supports(id, &p, sm) != TRT_WOQ_OK) continue;
-            const double cost = ws_cost(id, p);
+            const Plan plan = make_plan(id, p);
+            if (v != kWhole && plan.split < 2) continue;
+            const double cost = ws_cost(plan, p);
             if (best < 0 || cost < best_cost) best = id, best_cost = cost;
         }
     return best;
@@ -440,10 +452,7 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
     // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
-    if (sm == 90 && m > 128) {
-        const int id = balanced_pick(*params, sm);
-        if (id >= 0) return id;
-    }
+    if (sm == 90 && m > 128) return balanced_pick(*params);
     if (sm == 90) {
         // Hopper, M <= 128 (H100 sweeps, docs/kernels_gemm.md). The warp-specialized tile: 64 x 128 in clusters of
         // 2 for M <= 64, else 128 x 256. Then the variant:

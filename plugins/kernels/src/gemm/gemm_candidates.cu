@@ -30,12 +30,30 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     return s == TRT_WOQ_ERR_CUDA ? record_cuda_error(gemm::last_cuda_error_code()) : s;
 }
 
+// The heuristic's pick for `q`, remembered for the last problem of this thread (keyed on every field the heuristic
+// reads): the registry's dispatch asks each GEMM candidate's score for the same problem in turn, and for M > 128
+// the heuristic evaluates 18 plans.
+int heuristic_pick(const trt_woq_linear_params& q, int32_t sm) {
+    struct Last {
+        int64_t m, n, k;
+        int32_t format, group, act, layout, sm, pick;
+    };
+    thread_local Last last{-1, 0, 0, 0, 0, 0, 0, 0, -1};
+    const Last key{q.m, q.n, q.k, int32_t(q.weight_format), q.group_size, int32_t(q.act_type), q.layout_version, sm, -1};
+    if (key.m != last.m || key.n != last.n || key.k != last.k || key.format != last.format || key.group != last.group ||
+        key.act != last.act || key.layout != last.layout || key.sm != last.sm) {
+        last = key;
+        last.pick = gemm::heuristic(&q, sm);
+    }
+    return last.pick;
+}
+
 // For M > 16 the GEMM heuristic's pick outranks everything (the GEMV scores up to 100); for M <= 16 it stays a
 // low-ranked fallback behind the GEMV; the other GEMM candidates are fallbacks, always usable by id.
 template <int ID>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     const trt_woq_linear_params q = at_least_one_row(p);
-    if (gemm::heuristic(&q, sm) != ID) return 1;
+    if (heuristic_pick(q, sm) != ID) return 1;
     return p->m > 16 ? 200 : 5;
 }
 
