@@ -22,6 +22,7 @@ import numpy as np
 from graph_passes.passes.match import (LinearMatch, Skip, _dtype_of, _np_dtype, _resolve_constant, _shape_reason,
                                        constant_values, find_layers, following_add, read_constant,
                                        weight_source)
+from graph_passes.registry.ops import CONV2D
 
 MIN_OUT_CHANNELS = 16
 
@@ -93,13 +94,21 @@ def _channel_bias(tensor, n: int, base_dir):
 def find_conv_layers(graph, config) -> tuple[list[ConvMatch], list[Skip]]:
     """The quantizable Conv nodes of ``graph`` and the skipped ones with a reason each."""
     return find_layers(graph, config, ("Conv",), _match_node,
-                       lambda m, c, layout: _act_mode_reason(c) or _layout_reason(m, c, layout)
+                       lambda m, c, layout: _act_mode_reason(c) or _format_reason(c) or _layout_reason(m, c, layout)
                        or _policy_reason(m, c))
 
 
 def _act_mode_reason(config):
     if config.act_mode != "weight_only":
         return (f"WeightOnlyConv is weight-only; --act-mode {config.act_mode} applies to linear layers", "")
+    return None
+
+
+def _format_reason(config):
+    bits = CONV2D.weight_bits
+    if config.weight_format.bits not in bits:
+        return (f"no conv kernel serves {config.weight_format.name} weights; convs stay float (--bits "
+                f"{' / '.join(map(str, bits))} quantizes them)", "")
     return None
 
 

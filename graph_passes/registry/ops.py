@@ -28,6 +28,7 @@ class OpKind:
     reference: Ref                 # (x, packed, scales, zeros, bias, attrs) -> y
     reference_op: Ref              # () -> onnx.reference OpRun class
     tests: tuple[str, ...]         # pytest ids
+    weight_bits: tuple[int, ...] = ()  # weight formats (bits) its kernels serve; () = any
 
     def rewriter(self, output_format: str) -> Ref:
         """The rewrite pass producing ``output_format`` ("plugin" or "qdq") for this op."""
@@ -52,6 +53,8 @@ CONV2D = OPS.add(OpKind(
     reference=Ref("graph_passes.op_conv:evaluate"), reference_op=Ref("graph_passes.op_conv:reference_op"),
     tests=("tests/graph_passes/test_op_conv.py::test_conv_reference_vs_direct_float64",
            "tests/graph_passes/passes/test_conv.py::test_policy_and_geometry",
-           "tests/graph_passes/passes/test_conv.py::test_plugin_and_qdq_twins_agree")))
+           "tests/graph_passes/passes/test_conv.py::test_plugin_and_qdq_twins_agree",
+           "tests/graph_passes/passes/test_conv.py::test_fp6_convs_stay_float"),
+    weight_bits=(8, 4)))
 
 __all__ = ["CONV2D", "LINEAR", "OPS", "OpKind"]

@@ -86,7 +86,11 @@ std::string validate(WeightOnlyConvParams const& p)
     }
     std::ostringstream e;
     int32_t const* k = p.kernelShape;
-    if (k[0] < 1 || k[1] < 1 || p.strides[0] < 1 || p.strides[1] < 1 || p.dilations[0] < 1 || p.dilations[1] < 1
+    if (p.gemm.bits != 8 && p.gemm.bits != 4)
+    {
+        e << "bits " << p.gemm.bits << ": WeightOnlyConv takes INT8 or INT4 weights (bits 8 or 4)";
+    }
+    else if (k[0] < 1 || k[1] < 1 || p.strides[0] < 1 || p.strides[1] < 1 || p.dilations[0] < 1 || p.dilations[1] < 1
         || std::any_of(p.pads, p.pads + 4, [](int32_t v) { return v < 0; }))
     {
         e << "kernel_shape [" << k[0] << ", " << k[1] << "], strides [" << p.strides[0] << ", " << p.strides[1]
@@ -347,11 +351,13 @@ size_t WeightOnlyConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inp
         {
             return 0;
         }
-        // The patches and the product grow with the input: the profile's largest input bounds both.
+        // The patches and the product grow with the input; the GEMM's split-K buffer may not (smaller M, more
+        // slices): the largest need over the profile's min, opt and max.
         int32_t const sm = mSm ? mSm : currentSm();
         trt_woq_linear_params p;
         size_t bytes = 0;
-        for (Dims const* d : {&inputs[kACTIVATION_IDX].opt, &inputs[kACTIVATION_IDX].max})
+        DynamicPluginTensorDesc const& x = inputs[kACTIVATION_IDX];
+        for (Dims const* d : {&x.min, &x.opt, &x.max})
         {
             if (describe(*d, actTypeOf(inputs[kACTIVATION_IDX].desc.type), &p))
             {

@@ -511,9 +511,23 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(
             + std::to_string(mParams.actAsymmetric) + "_sm" + std::to_string(mSm);
         if (validCandidates().empty() && trt_woq_linear_candidate_count() > 0)
         {
-            logWarning(std::string(kPLUGIN_NAME) + "[" + mName + "]: no kernel candidate supports M in ["
+            // No one candidate spans the profile; the dispatch picks one per M at enqueue, if any serves both ends.
+            for (int64_t m : {mMin, mMax})
+            {
+                trt_woq_linear_params p;
+                fillSizes(&p, m);
+                if (trt_woq_linear_dispatch(&p, mSm) < 0)
+                {
+                    return fail(mName, "configurePlugin",
+                        "no kernel serves this node at M=" + std::to_string(m) + " on sm_" + std::to_string(mSm)
+                            + " (bits " + std::to_string(mParams.bits) + ", group_size "
+                            + std::to_string(mParams.groupSize) + ", act_mode " + std::to_string(mParams.actMode)
+                            + ", activation " + std::to_string(mParams.activation) + ")");
+                }
+            }
+            logVerbose(std::string(kPLUGIN_NAME) + "[" + mName + "]: no kernel candidate supports all of M in ["
                 + std::to_string(mMin) + ", " + std::to_string(mMax) + "] on sm_" + std::to_string(mSm)
-                + "; enqueue will use the kernels' dispatch");
+                + "; enqueue uses the kernels' dispatch");
         }
         return kSTATUS_SUCCESS;
     }

@@ -2,11 +2,12 @@
 
 For each (K, N) and M: median time per call of ours (INT8 per-channel, INT4 g128 symmetric and asymmetric, FP16
 activations, through the C ABI's dispatch), cuBLAS FP16 and BF16 (``torch.matmul``), ``torch._weight_int4pack_mm``
-(BF16, group 128) and, where its Python extension is importable, Marlin (``marlin.mul``, FP16 x INT4 g128; built
-from IST-DASLab/marlin, see docs/performance.md), all in the same process. Bandwidth: our weight bytes (packed
-weights + scales + zeros) per second, as a fraction of cuBLAS FP16's achieved weight bandwidth (its FP16 weight bytes
-over its time) at the same (K, N, M), and of a read-only stream of the same bytes (a Triton kernel that reads each
-word once, as ours must) timed once per (K, N) in the same run. The device's copy
+(BF16, group 128) and, where their Python extensions are importable, Marlin (``marlin.mul``, FP16 x INT4 g128; built
+from IST-DASLab/marlin) and FP6-LLM (``fp6_llm.linear_forward_cuda``, FP16 x FP6 E3M2 per channel, best split-K;
+built from usyd-fsalab/fp6_llm for sm_90; see docs/performance.md), all in the same process. Bandwidth: our weight
+bytes (packed weights + scales + zeros) per second, as a fraction of cuBLAS FP16's achieved weight bandwidth (its
+FP16 weight bytes over its time) at the same (K, N, M), and of a read-only stream of the same bytes (a Triton kernel
+that reads each word once, as ours must) timed once per (K, N) in the same run. The device's copy
 bandwidth (read + written) is printed for information. The closing summary gives, per (K, N) and M range (1-16,
 17-128, 129-1023, >= 1024), the minimum and geometric mean of cuBLAS FP16 time / ours and Marlin time / ours.
 
@@ -15,7 +16,9 @@ Timing: every method's calls are captured in one CUDA graph that cycles through 
 over ``--replays`` replays (default 25) of (replay time / calls). The methods of one (K, N, M) group take their
 replays in turn (cuBLAS, ours, cuBLAS, ours, ...), not one method's replays after another's: under the power cap
 below, the method timed last would otherwise run on a hotter, slower GPU. Weight values are random (speed does not
-depend on them; correctness is tests/device/kernels_check.py's and gemm_check.py's job).
+depend on them; correctness is tests/device/kernels_check.py's and gemm_check.py's job). FP6-LLM launches on the legacy
+default stream, which a graph captured on a side stream cannot hold: it is timed by back-to-back launches from Python
+between two events (time_eager), at every split-K of FP6_LLM_SPLIT_K, and its row keeps the fastest (``split_k``).
 
 Clocks: seconds of compute-bound GEMMs at M >= 256 push an H100 to its power cap (700 W, SM clock down to ~1.3 GHz),
 which slows the latency-bound kernels timed right after them (ours at M <= 64) but not the DRAM-bound cuBLAS calls.
@@ -55,6 +58,7 @@ M_VALUES = tuple(range(1, 17)) + (24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 3
 M_RANGES = ((1, 16), (17, 128), (129, 1023), (1024, None))  # the summary's M ranges (inclusive; None: no bound)
 OURS = ("int8_pc", "int4_g128", "int4_g128_asym")
 BASELINES = ("cublas_fp16", "cublas_bf16", "torch_int4", "marlin")
+FP6_LLM_SPLIT_K = (1, 2, 3, 4, 6, 8)
 
 
 def _torch():
@@ -70,6 +74,8 @@ class Setup:
     weight_bytes: int
     make_calls: Callable[[int], list[Callable[[], None]]]  # m -> one callable per weight copy
     note: str = ""
+    # A method that cannot be captured in a graph times itself: m -> (microseconds, extra fields of its row).
+    timer: Callable[[int], tuple[float, dict]] | None = None
 
 
 @dataclass
@@ -230,6 +236,44 @@ def setup_marlin(k: int, n: int, l2: int) -> Setup:
     return Setup(wbytes, make_calls)
 
 
+def fp6_llm_available() -> bool:
+    try:
+        _torch()  # its extension links against torch's libraries: torch loads them first
+        import fp6_llm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def setup_fp6_llm(k: int, n: int, l2: int, replays: int) -> Setup:
+    """FP6-LLM (usyd-fsalab/fp6_llm, ``fp6_llm.linear_forward_cuda``): FP16 activations x FP6 E3M2 weights in its own
+    prepacked layout ([N, 3 K / 16] int32; any words are valid FP6 data) with one FP16 scale per output channel; it
+    needs N % 256 == 0. Timed eagerly (module docstring), the fastest of FP6_LLM_SPLIT_K."""
+    torch = _torch()
+    import fp6_llm
+
+    if n % 256:
+        raise ValueError(f"FP6-LLM needs N % 256 == 0, got N={n}")
+    wbytes = n * (3 * k // 16) * 4 + n * 2
+    copies = copies_for(wbytes, l2)
+    packed = [torch.randint(-2**31, 2**31 - 1, (n, 3 * k // 16), dtype=torch.int32, device="cuda")
+              for _ in range(copies)]
+    scales = [(torch.rand(n, device="cuda") * 0.01 + 0.001).half() for _ in range(copies)]
+
+    def timer(m: int) -> tuple[float, dict]:
+        x = torch.randn(m, k, device="cuda").half()
+        best = None
+        for split in FP6_LLM_SPLIT_K:
+            calls = [(lambda w=w, s=s, split=split: fp6_llm.linear_forward_cuda(x, w, s, split))
+                     for w, s in zip(packed, scales)]
+            us = time_eager(calls, replays=max(3, replays // 3))
+            if best is None or us < best[0]:
+                best = (us, split)
+        return best[0], {"split_k": best[1]}
+
+    return Setup(wbytes, lambda m: [], timer=timer)
+
+
 def setup_read_stream(nbytes: int, l2: int) -> Setup:
     """A read-only stream of ``nbytes`` (a Triton kernel that reads every word once, trt_woq._read_stream; rotated
     over copies past L2): the reference for what reading that many weight bytes costs on this device."""
@@ -255,6 +299,28 @@ def time_calls(calls: list[Callable[[], None]], min_calls: int = 24, replays: in
     if isinstance(result, Exception):
         raise result
     return result
+
+
+def time_eager(calls: list[Callable[[], None]], min_calls: int = 24, replays: int = 25) -> float:
+    """Median microseconds per call of ``calls`` launched back to back from Python on the current (default) stream
+    between two events, cycling through them at least ``min_calls`` times per replay: for peers that launch on the
+    legacy default stream."""
+    torch = _torch()
+    per = len(calls) * math.ceil(min_calls / len(calls))
+    for c in calls:  # warm-up (module loads, allocator)
+        c()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        start.record()
+        for i in range(per):
+            calls[i % len(calls)]()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / per)
+    return statistics.median(times)
 
 
 def _capture(calls: list[Callable[[], None]], min_calls: int, stream):
@@ -315,7 +381,7 @@ def copy_bandwidth(nbytes: int = 1 << 30) -> float:
 
 
 # ---- driver ------------------------------------------------------------------------------------------------------
-def build_setups(lib, k, n, l2, methods, sweep_candidates):
+def build_setups(lib, k, n, l2, methods, sweep_candidates, replays=25):
     setups = {}
     for name in methods:
         try:
@@ -348,6 +414,8 @@ def build_setups(lib, k, n, l2, methods, sweep_candidates):
                 setups[name] = setup_torch_int4(k, n, l2)
             elif name == "marlin":
                 setups[name] = setup_marlin(k, n, l2)
+            elif name == "fp6_llm":
+                setups[name] = setup_fp6_llm(k, n, l2, replays)
             else:
                 raise ValueError(f"unknown method {name}")
         except Exception as e:  # a baseline that fails to set up is reported, not fatal
@@ -399,7 +467,7 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
     read_gbps: dict[str, dict[str, float]] = {}
     after_compute_bound = False
     for k, n in shapes:
-        setups = build_setups(lib, k, n, l2, methods, sweep_candidates)
+        setups = build_setups(lib, k, n, l2, methods, sweep_candidates, replays)
         reads = read_gbps[f"{k}x{n}"] = read_streams(setups, l2)
         log(f"{k}x{n}: read-only stream of the weight bytes " +
             ", ".join(f"{name} {gbps:.0f} GB/s" for name, gbps in reads.items()))
@@ -411,9 +479,16 @@ def run(shapes, ms, methods, sweep_candidates=False, log=print, settle_s: float 
                 if isinstance(st, Exception):
                     rows.append(Row(k, n, m, name, None, 0, error=f"{type(st).__name__}: {st}"))
                     continue
+                if st.timer is not None:  # timed on its own, before the graph-timed group
+                    try:
+                        us, extra = st.timer(m)
+                        rows.append(Row(k, n, m, name, us, st.weight_bytes, extra=extra))
+                    except Exception as e:
+                        rows.append(Row(k, n, m, name, None, st.weight_bytes, error=f"{type(e).__name__}: {e}"))
+                    continue
                 if "@" in name:
                     cname = name.split("@")[1]
-                    bits, group = (4, 128) if name.startswith("int4") else (8, -1)
+                    bits, group = {"int4": (4, 128), "fp6_": (6, -1)}.get(name[:4], (8, -1))
                     mode = K.ActMode.W8A8_DYNAMIC if name.startswith("w8a8") else K.ActMode.WEIGHT_ONLY
                     cid = lib.candidates().index(cname)
                     probe = K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act_mode=mode)
@@ -459,7 +534,8 @@ def result_dict(lib, props, torch, shapes, ms, rows, copy_gbps, read_gbps, l2, s
         out_rows.append(dict(k=r.k, n=r.n, m=r.m, method=r.method, us=r.us, weight_bytes=r.weight_bytes, gbps=r.gbps,
                              frac_cublas_bw=(r.gbps / cublas.gbps if r.gbps and cublas and cublas.gbps else None),
                              frac_read=(r.gbps / read if r.gbps and read else None),
-                             frac_copy=(r.gbps / copy_gbps if r.gbps else None), tflops=r.tflops, error=r.error))
+                             frac_copy=(r.gbps / copy_gbps if r.gbps else None), tflops=r.tflops, error=r.error,
+                             **r.extra))
     return {
         "device": props.name,
         "sm": props.major * 10 + props.minor,
@@ -540,6 +616,9 @@ def summary_line(rows, k, n, m, reads=None, mhz=None) -> str:
               and r.method not in BASELINES + OURS]  # methods asked for by name (fp6_pc, int4_g128_bf16)
     if others:
         line += "  " + " ".join(f"{r.method}={r.us:.1f}" for r in others)
+        for base in ("cublas_fp16", "fp6_llm"):
+            if _speedup(rows, k, n, m, base, "fp6_pc"):
+                line += f" fp6_pc/{base}={_speedup(rows, k, n, m, base, 'fp6_pc'):.2f}x"
     extra = [r for r in rows if (r.k, r.n, r.m) == (k, n, m) and "@" in r.method and r.us]
     if extra:
         line += "\n      " + " ".join(f"{r.method.split('@')[0][:4]}@{r.method.split('@')[1].replace('gemv_mma_', '')}"
@@ -696,9 +775,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="KxN,KxN,... (default: eight LLM shapes)")
     ap.add_argument("--m", default=",".join(map(str, M_VALUES)),
                     help="comma-separated M values (default: 1..16, 24, 32, 48, 64, 96, 128, ..., 1024, 2048, 4096)")
-    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, fp6_pc, " + ", ".join(W8A8_METHODS)
-                    + ", w8a8_pc@CANDIDATE_NAME (default: cuBLAS FP16 and BF16, torch int4, Marlin when importable, "
-                      "and ours)")
+    ap.add_argument("--methods", help="comma-separated; also int4_g128_bf16, fp6_pc, fp6_llm, "
+                    + ", ".join(W8A8_METHODS) + ", w8a8_pc@CANDIDATE_NAME (default: cuBLAS FP16 and BF16, torch "
+                    "int4, Marlin when importable, and ours; fp6_pc and FP6-LLM when FP6-LLM is importable)")
     ap.add_argument("--replays", type=int, default=25, help="timed replays per method and group (default 25)")
     ap.add_argument("--candidates", nargs="?", const="gemv", choices=["gemv", "all", "fp6"],
                     help="also time every GEMV candidate by id (all: every candidate, INT4 g128; fp6: FP6 per channel "
@@ -728,7 +807,8 @@ def main(argv=None) -> int:
     ms = [int(x) for x in args.m.split(",")]
     print(HEADER, flush=True)
     methods = args.methods.split(",") if args.methods else \
-        [b for b in BASELINES if b != "marlin" or marlin_available()] + list(OURS)
+        [b for b in BASELINES if b != "marlin" or marlin_available()] + list(OURS) \
+        + (["fp6_pc", "fp6_llm"] if fp6_llm_available() else [])
     command = "python -m trt_woq.bench " + " ".join(sys.argv[1:] if argv is None else argv)
 
     def save(result):

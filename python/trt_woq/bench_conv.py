@@ -1,6 +1,7 @@
-"""Conv2d benchmark (issue 18): our WeightOnlyConv kernels (INT8 per channel, INT4 g128) against cuDNN FP16 through
-``torch.nn.functional.conv2d`` in NCHW and channels-last, all timed in the same run, next to the weight floor; and the
-fused activation against none and against a separate ``silu``, on convs and on linear layers.
+"""Conv2d benchmark (issue 18): our WeightOnlyConv kernels (INT8 per channel, INT4 g128; each conv candidate by id,
+and which one the dispatch picks) against cuDNN FP16 through ``torch.nn.functional.conv2d`` in NCHW and
+channels-last, all timed in the same run, next to the weight floor; and the fused activation against none and
+against a separate ``silu``, on convs and on linear layers.
 
     python -m trt_woq.bench_conv [--json FILE]
 
@@ -27,6 +28,7 @@ CONVS = [(1, 1280, 1280, 3, 8), (2, 1280, 1280, 3, 8), (8, 1280, 1280, 3, 8), (1
 # (M, K, N) linear rows for the fused-activation cost (an LLM MLP's up projection).
 LINEARS = [(1, 4096, 14336), (16, 4096, 14336), (64, 4096, 14336)]
 OURS = {"int8_pc": (8, -1), "int4_g128": (4, 128)}
+CONV_CANDIDATES = ("conv_implicit", "conv_im2col")  # each timed by id; the dispatch's pick is reported
 
 
 def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1)) -> K.ConvGeometry:
@@ -60,8 +62,9 @@ def _weights(k, n, bits, group, copies):
 
 
 def ours_calls(lib, m, k, n, bits, group, l2, x, y, bias, epilogue=K.Epilogue.NONE, op=K.Op.LINEAR, conv=None,
-               after=None):
-    """One call per weight copy of our kernel (AUTO dispatch) writing ``y``; ``after(y)`` runs behind each call."""
+               after=None, candidate=K.CANDIDATE_AUTO):
+    """One call per weight copy of our kernel (the dispatch's pick, or ``candidate``) writing ``y``; ``after(y)`` runs
+    behind each call."""
     torch = _torch()
     words, scale_elems = _sizes(k, n, bits, group)
     wbytes = words * 4 + scale_elems * 2
@@ -69,7 +72,7 @@ def ours_calls(lib, m, k, n, bits, group, l2, x, y, bias, epilogue=K.Epilogue.NO
     params = [K.make_params(m=m, n=n, k=k, bits=bits, group_size=group, act="fp16", x=x.data_ptr(),
                             packed_weight=p.data_ptr(), scales=s.data_ptr(), bias=bias.data_ptr(), output=y.data_ptr(),
                             epilogue=epilogue, op=op, conv=conv) for p, s in weights]
-    ws_bytes = lib.workspace_size(params[0])
+    ws_bytes = lib.workspace_size(params[0], candidate)
     ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
     for prm in params:
         prm.workspace, prm.workspace_size = (ws.data_ptr(), ws_bytes) if ws_bytes else (None, 0)
@@ -79,7 +82,7 @@ def ours_calls(lib, m, k, n, bits, group, l2, x, y, bias, epilogue=K.Epilogue.NO
     def call(prm):
         def run():
             keep  # noqa: B018 - the buffers live as long as the calls (else the graphs read freed memory)
-            lib.run(prm, stream=torch.cuda.current_stream().cuda_stream)
+            lib.run(prm, stream=torch.cuda.current_stream().cuda_stream, candidate=candidate)
             if after is not None:
                 after(y)
         return run
@@ -108,8 +111,11 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
     log(f"device {torch.cuda.get_device_name(0)}, copy bandwidth {bw:.0f} GB/s, cuDNN {torch.backends.cudnn.version()}")
     silu = torch.nn.functional.silu
     rows = []
-    header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | {'int8':>7} {'int4':>7} "
-              f"{'int4+silu':>9} {'int4,silu':>9} | {'floor f16/i8/i4':>17} | {'i4 vs CL':>8}")
+    ids = {lib.candidate_name(i): i for i in range(lib.candidate_count())}
+    header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | "
+              + " ".join(f"{f'{fmt} {c[5:]}':>13}" for fmt in ("int8", "int4") for c in CONV_CANDIDATES)
+              + f" | {'int4+silu':>9} {'int4,silu':>9} | {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
+              + " | dispatch")
     log(header)
     for batch, cin, cout, ks, hw in (CONVS if conv_rows is None else [CONVS[i] for i in conv_rows]):
         pad = ks // 2
@@ -118,30 +124,37 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
         x = torch.randn(batch, cin, hw, hw, device="cuda").half()
         y = torch.empty(batch, cout, g.out_h, g.out_w, device="cuda").half()
         bias = torch.randn(cout, device="cuda").half()
-        methods, wbytes = {}, {}
+        methods, wbytes, picks = {}, {}, {}
         methods["cudnn_nchw"], wbytes["fp16"] = cudnn_calls(batch, cin, cout, ks, hw, l2, False)
         methods["cudnn_cl"], _ = cudnn_calls(batch, cin, cout, ks, hw, l2, True)
         for name, (bits, group) in OURS.items():
-            methods[name], wbytes[name] = ours_calls(lib, m, k, cout, bits, group, l2, x, y, bias, op=K.Op.CONV2D,
-                                                     conv=g)
+            prm = K.make_params(m=m, n=cout, k=k, bits=bits, group_size=group, op=K.Op.CONV2D, conv=g)
+            picks[name] = lib.candidate_name(lib.dispatch(prm))
+            for cand in CONV_CANDIDATES:
+                methods[f"{name}_{cand}"], wbytes[name] = ours_calls(lib, m, k, cout, bits, group, l2, x, y, bias,
+                                                                     op=K.Op.CONV2D, conv=g, candidate=ids[cand])
         methods["int4_g128_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, K.Epilogue.SILU,
                                                   K.Op.CONV2D, g)
         methods["int4_g128_then_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, op=K.Op.CONV2D,
                                                        conv=g, after=lambda t: silu(t, inplace=True))
         times = dict(zip(methods, time_interleaved(list(methods.values()))))
         t = {k_: (v if not isinstance(v, Exception) else None) for k_, v in times.items()}
+        for name in OURS:  # the dispatch's pick, from the same replays
+            t[name] = t[f"{name}_{picks[name]}"]
         floors = {name: b / bw / 1e3 for name, b in (("fp16", wbytes["fp16"]), ("int8", wbytes["int8_pc"]),
                                                         ("int4", wbytes["int4_g128"]))}
         row = {"batch": batch, "in": cin, "out": cout, "kernel": ks, "hw": hw, "us": t, "floor_us": floors,
-               "errors": {k_: str(v) for k_, v in times.items() if isinstance(v, Exception)}}
+               "dispatch": picks, "errors": {k_: str(v) for k_, v in times.items() if isinstance(v, Exception)}}
         rows.append(row)
         fmt = lambda v: f"{v:7.1f}" if v else "    n/a"  # noqa: E731
+        ratio = lambda ours: f"{t['cudnn_cl'] / t[ours]:6.2f}x" if t["cudnn_cl"] and t[ours] else "    n/a"  # noqa
         best = min(v for v in (t["cudnn_nchw"], t["cudnn_cl"]) if v) if (t["cudnn_nchw"] or t["cudnn_cl"]) else None
-        ratio = f"{t['cudnn_cl'] / t['int4_g128']:7.2f}x" if t["cudnn_cl"] and t["int4_g128"] else "     n/a"
         log(f"{batch}, {cin}->{cout}, {ks}x{ks}, {hw}x{hw}".ljust(28) + f"| {fmt(t['cudnn_nchw']):>10} "
-            f"{fmt(t['cudnn_cl']):>9} | {fmt(t['int8_pc'])} {fmt(t['int4_g128'])} {fmt(t['int4_g128_silu']):>9} "
-            f"{fmt(t['int4_g128_then_silu']):>9} | {floors['fp16']:5.1f}/{floors['int8']:4.1f}/{floors['int4']:4.1f}"
-            f"    | {ratio}")
+            f"{fmt(t['cudnn_cl']):>9} | "
+            + " ".join(f"{fmt(t[f'{n}_{c}']):>13}" for n in OURS for c in CONV_CANDIDATES)
+            + f" | {fmt(t['int4_g128_silu']):>9} {fmt(t['int4_g128_then_silu']):>9} | "
+            f"{floors['fp16']:5.1f}/{floors['int8']:4.1f}/{floors['int4']:4.1f}     | {ratio('int8_pc')} "
+            f"{ratio('int4_g128')} | {picks['int8_pc'][5:]}/{picks['int4_g128'][5:]}")
         row["best_cudnn_us"] = best
         if row["errors"]:
             log(f"  errors: {row['errors']}")

@@ -9,9 +9,11 @@ Run on a GPU machine from the repository root after building the kernels (tests/
    BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
    that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
    graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
-2. Conv2d: 1x1 / 3x3 / 7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 3, plus
-   three real layer shapes; every epilogue in turn, INT8 / INT4 (g64 or g128), FP16 and BF16. Reference: torch
-   float64 conv2d of the dequantized weight (F.pad for the asymmetric pads), independent of the kernels' im2col.
+2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit): 1x1 / 3x3 / 7x7, odd heights
+   and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 8, partial channel and pixel tiles, plus real
+   layer shapes whose K is split over a cluster; INT8 / INT4 per channel, INT4 g128 (g64), group 32, with and without
+   zero points; FP16 and BF16; bias; every epilogue in turn. Reference: torch float64 conv2d of the dequantized
+   weight (F.pad for the asymmetric pads), independent of the kernels' gathers.
 Weights quantized and packed by graph_passes (each format's quantizer and packer); outputs poisoned with NaN before
 each launch. Pass: normwise relative error below the activation type's tolerance and the largest error below 4x that
 of max|Y|. Prints one line per failure and `N passed, N failed`; exits non-zero on any failure.
@@ -41,15 +43,18 @@ LINEAR_FORMATS = {8: "int8", 4: "int4", 6: "fp6_e3m2"}  # kernels.h names; conv2
 CLIP = {"clip_min": -0.5, "clip_max": 0.75}
 
 
-def quantized(k, n, bits, group, act, rng):
-    """(packed int32 cuda, scales cuda, dequantized float64 W [K, N]) from the format's quantizer and packer."""
+def quantized(k, n, bits, group, act, rng, asymmetric=False):
+    """(packed int32 cuda, scales cuda, zeros cuda or None, dequantized float64 W [K, N]) from the format's quantizer
+    and packer."""
     fmt = format_by_bits(bits)
     w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
-    qw = fmt.quantize(w, group, False, act)
+    qw = fmt.quantize(w, group, asymmetric, act)
     packed = torch.from_numpy(fmt.pack(qw.u)).cuda()
     scales = torch.from_numpy(np.asarray(qw.scales, np.float32)).to(DTYPES[act]).cuda()
-    w_ref = fmt.dequantize(packed.cpu().numpy(), scales.double().cpu().numpy(), None, k, n, group)
-    return packed, scales, w_ref
+    zeros = torch.from_numpy(np.asarray(qw.zeros, np.float32)).to(DTYPES[act]).cuda() if asymmetric else None
+    w_ref = fmt.dequantize(packed.cpu().numpy(), scales.double().cpu().numpy(),
+                           None if zeros is None else zeros.double().cpu().numpy(), k, n, group)
+    return packed, scales, zeros, w_ref
 
 
 def compare(y, ref, act):
@@ -71,12 +76,24 @@ def launch(lib, params, out, candidate=K.CANDIDATE_AUTO):
     torch.cuda.synchronize()
 
 
+def check_candidates(lib, tally, prm, y, ref, act, sm, label):
+    """``prm`` through the dispatch and through every candidate that supports it, each output against ``ref``."""
+    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count()) if lib.supports(c, prm, sm) == K.Status.OK]
+    for c in cands:
+        try:
+            launch(lib, prm, y, c)
+            ok, detail = compare(y, ref, act)
+        except K.KernelError as e:
+            ok, detail = False, str(e)
+        tally.check(ok, f"{label} " + ("auto" if c < 0 else lib.candidate_name(c)), detail)
+
+
 def test_epilogues(lib, tally, rng):
     k, n = 1152, 520
     sm = K.device_sm()
     for act in ("fp16", "bf16"):
         for bits, group in ((4, 128), (8, -1), (6, -1)):
-            packed, scales, w_ref = quantized(k, n, bits, group, act, rng)
+            packed, scales, _, w_ref = quantized(k, n, bits, group, act, rng)
             bias = torch.from_numpy(rng.standard_normal(n) * 0.3).to(DTYPES[act]).cuda()
             for m in (1, 5, 16, 64, 200):
                 x = torch.from_numpy(rng.standard_normal((m, k))).to(DTYPES[act]).cuda()
@@ -89,17 +106,8 @@ def test_epilogues(lib, tally, rng):
                                         packed_weight=packed.data_ptr(), scales=scales.data_ptr(),
                                         bias=bias.data_ptr(), output=y.data_ptr(),
                                         epilogue=K.Epilogue[ep.name.upper()], **params_kw)
-                    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count())
-                                                  if lib.supports(c, prm, sm) == K.Status.OK]
-                    for c in cands:
-                        label = f"linear {ep.name} {act} {LINEAR_FORMATS[bits]} g{group} M={m} " + \
-                            ("auto" if c < 0 else lib.candidate_name(c))
-                        try:
-                            launch(lib, prm, y, c)
-                            ok, detail = compare(y, ref, act)
-                        except K.KernelError as e:
-                            ok, detail = False, str(e)
-                        tally.check(ok, label, detail)
+                    check_candidates(lib, tally, prm, y, ref, act, sm,
+                                     f"linear {ep.name} {act} {LINEAR_FORMATS[bits]} g{group} M={m}")
 
 
 def covered_combinations() -> set[tuple[str, str, str, str]]:
@@ -116,49 +124,53 @@ CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, ri
     (1, 64, 16, 3, (13, 9), 2, (1, 0, 2, 1), 1),
     (2, 128, 24, 3, (11, 12), 1, (2, 2, 2, 2), 2),
     (2, 128, 32, 7, (15, 13), 2, (3, 3, 3, 3), 1),
+    (1, 192, 68, 7, (9, 17), 1, (3, 2, 1, 3), 2),
+    (3, 320, 132, 1, (5, 9), 2, (0, 0, 0, 0), 1),
     (1, 512, 512, 3, (7, 7), 1, (1, 1, 1, 1), 1),
     (8, 256, 256, 3, (14, 14), 1, (1, 1, 1, 1), 1),
-    (1, 1280, 1280, 3, (8, 8), 1, (1, 1, 1, 1), 1),
-    (2, 1280, 1280, 3, (8, 8), 1, (1, 1, 1, 1), 1),
-    (8, 1280, 1280, 3, (8, 8), 1, (1, 1, 1, 1), 1),
+    (1, 1024, 256, 3, (8, 8), 1, (1, 1, 1, 1), 1),
+    (2, 640, 320, 3, (8, 8), 1, (1, 1, 1, 1), 1),
 ]
+QUICK_CONVS = CONVS[:3] + CONVS[-2:-1]
+# (bits, group (None: 128, or 64 where K % 128 != 0), asymmetric): per channel and grouped, symmetric and with zero
+# points, and group 32 (two groups per 64-k chunk).
+CONV_FORMATS = [(8, -1, False), (4, -1, False), (4, None, False), (4, None, True), (8, 32, True), (8, -1, True)]
 
 
-def test_convs(lib, tally, rng):
+def test_convs(lib, tally, rng, convs):
+    """Every conv of CONVS x FP16 / BF16 x CONV_FORMATS on the dispatch and on every conv candidate that supports it;
+    the epilogue cycles so that each (format, candidate) meets every epilogue over the shapes."""
     import torch.nn.functional as F
 
     eps = list(EPILOGUES)
+    sm = K.device_sm()
     i = 0
-    for batch, ic, oc, ks, (h, w), stride, pads, dil in CONVS:
+    for batch, ic, oc, ks, (h, w), stride, pads, dil in convs:
         k = ic * ks * ks
+        g = conv_geometry(batch, ic, h, w, ks, ks, (stride, stride), pads, (dil, dil))
         for act in ("fp16", "bf16"):
-            ep = eps[i % len(eps)]  # both formats get it: 20 (shape, type) pairs cycle through every epilogue
+            x = torch.from_numpy(rng.standard_normal((batch, ic, h, w))).to(DTYPES[act]).cuda()
+            bias = torch.from_numpy(rng.standard_normal(oc) * 0.3).to(DTYPES[act]).cuda()
+            y = torch.empty(batch, oc, g.out_h, g.out_w, dtype=DTYPES[act], device="cuda")
+            top, left, bottom, right = pads
+            xpad = F.pad(x.double(), (left, right, top, bottom))
             i += 1
-            for bits in (8, 4):
-                group = -1 if bits == 8 else (128 if k % 128 == 0 else 64)
+            for fi, (bits, group, asym) in enumerate(CONV_FORMATS):
+                ep = eps[(i + fi) % len(eps)]  # shifted by one per (shape, type): every (format, epilogue) pair
+                group = group if group is not None else (128 if k % 128 == 0 else 64)
                 params_kw = CLIP if ep.params else {}
-                packed, scales, w_ref = quantized(k, oc, bits, group, act, rng)
-                g = conv_geometry(batch, ic, h, w, ks, ks, (stride, stride), pads, (dil, dil))
-                x = torch.from_numpy(rng.standard_normal((batch, ic, h, w))).to(DTYPES[act]).cuda()
-                bias = torch.from_numpy(rng.standard_normal(oc) * 0.3).to(DTYPES[act]).cuda()
-                y = torch.empty(batch, oc, g.out_h, g.out_w, dtype=DTYPES[act], device="cuda")
+                packed, scales, zeros, w_ref = quantized(k, oc, bits, group, act, rng, asym)
                 w4 = torch.from_numpy(np.ascontiguousarray(w_ref.T).reshape(oc, ic, ks, ks)).cuda()
-                top, left, bottom, right = pads
-                pre = F.conv2d(F.pad(x.double(), (left, right, top, bottom)), w4, bias.double(), stride=stride,
-                               dilation=dil)
+                pre = F.conv2d(xpad, w4, bias.double(), stride=stride, dilation=dil)
                 ref = ep.reference(pre.cpu().numpy(), **params_kw)
                 prm = K.make_params(m=batch * g.out_h * g.out_w, n=oc, k=k, bits=bits, group_size=group, act=act,
                                     x=x.data_ptr(), packed_weight=packed.data_ptr(), scales=scales.data_ptr(),
-                                    bias=bias.data_ptr(), output=y.data_ptr(), op=K.Op.CONV2D, conv=g,
+                                    zeros=None if zeros is None else zeros.data_ptr(), bias=bias.data_ptr(),
+                                    output=y.data_ptr(), op=K.Op.CONV2D, conv=g,
                                     epilogue=K.Epilogue[ep.name.upper()], **params_kw)
-                label = f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} {act} int{bits} " \
-                        f"g{group} {ep.name}"
-                try:
-                    launch(lib, prm, y)
-                    ok, detail = compare(y, ref, act)
-                except K.KernelError as e:
-                    ok, detail = False, str(e)
-                tally.check(ok, label, detail)
+                check_candidates(lib, tally, prm, y, ref, act, sm,
+                                 f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} {act} "
+                                 f"int{bits} g{group}{' zp' if asym else ''} {ep.name}")
     # Refusals: a conv the layout cannot take (K = 27) and inconsistent geometry.
     g = conv_geometry(1, 3, 9, 9, 3, 3, pads=(1, 1, 1, 1))
     prm = K.make_params(m=81, n=32, k=27, bits=8, group_size=-1, op=K.Op.CONV2D, conv=g)
@@ -173,6 +185,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--convs-only", action="store_true", help="skip the epilogue sweep (e.g. under compute-sanitizer)")
     p.add_argument("--epilogues-only", action="store_true", help="skip the conv2d cases")
+    p.add_argument("--quick", action="store_true", help="conv2d: the small shapes and one split shape only (for "
+                   "compute-sanitizer)")
     args = p.parse_args(argv)
     from kernels_check import Tally  # beside this file (tests/device is the script's folder)
 
@@ -189,7 +203,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     before = (tally.passed, tally.failed)
     if not args.epilogues_only:
-        test_convs(lib, tally, rng)
+        test_convs(lib, tally, rng, QUICK_CONVS if args.quick else CONVS)
     print(f"convs: {tally.passed - before[0]} passed, {tally.failed - before[1]} failed ({time.time() - t0:.0f} s)")
     print(f"{tally.passed} passed, {tally.failed} failed")
     return 1 if tally.failed else 0

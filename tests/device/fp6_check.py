@@ -14,8 +14,8 @@ GEMV: every FP6 candidate and the dispatch, M in {1, 2, 3, 7, 8, 9, 15, 16}; an 
 leaves half a 128-k chunk, N = 1028 a partial tile, K = 192 / N = 12 and K = 64 / N = 4 the smallest); per channel,
 g128 (g64 where 128 does not divide K), g32; FP16 and BF16; bias on and off. Fresh random codes (all 64 values) and
 signed scales packed by fp6_split_v1.pack; the reference is float64 X @ (decode(C) * S) + bias; outputs are poisoned;
-the tolerance is kernels_check's. M = 17 and 40 run on the row-block candidate (16-row GEMV blocks; no GEMM serves
-FP6). Refusals: zero points, layout 1.
+the tolerance is kernels_check's. M = 17 and 40 run on the GEMM candidates (tests/device/gemm_check.py --bits 6
+sweeps them). Refusals: zero points, layout 1.
 
 Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
 """

@@ -1,10 +1,11 @@
-"""Device test of the mma.sync GEMM (issue 4): every candidate on every problem it supports, against a float64
-reference computed on the GPU, outputs poisoned with NaN before each run, plus the dispatch for all M and the refusal
-of bad shapes. Prints one line per failure and a closing PASSED / FAILED line; exit status 1 on any failure.
+"""Device test of the tensor-core GEMM: every candidate on every problem it supports, against a float64 reference
+computed on the GPU, outputs poisoned with NaN before each run, plus the dispatch for all M and the refusal of bad
+shapes. INT8 / INT4 (layout 1) and FP6 E3M2 (layout 2: codes packed by fp6_split_v1, the reference from
+fp6_e3m2.decode). Prints one line per failure and a closing PASSED / FAILED line; exit status 1 on any failure.
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--quick]
+    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--bits 4,8,6] [--quick]
 
---quick: the shape sweep on three of its six shapes and six of its M values (every candidate still runs).
+--quick: the shape sweep on three of its six shapes and fewer M values (every candidate still runs).
 """
 
 from __future__ import annotations
@@ -79,17 +80,22 @@ def sample_rows(m: int) -> torch.Tensor | None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bits", default="4,8,6", help="weight formats to test: 4, 8 (INT), 6 (FP6); default all")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and M values in the shape sweep")
-    quick = ap.parse_args().quick
+    args = ap.parse_args()
+    formats = {int(b) for b in args.bits.split(",")}
     g = Gemm()
     rng = np.random.default_rng()  # fresh inputs every run
     print(f"sm {g.sm}, {g.count()} GEMM candidates: {[g.name(i) for i in range(g.count())]}", flush=True)
     t0 = time.time()
 
-    # 1. Every option on an odd shape (N not a multiple of the tile, M tail, two groups per K tile for g32).
-    for bits, dtype, group, zeros, bias in itertools.product((4, 8), (torch.float16, torch.bfloat16),
+    # 1. Every option on an odd shape (N not a multiple of the tile, M tail, two groups per K tile for g32). FP6 has
+    # no zero points.
+    for bits, dtype, group, zeros, bias in itertools.product(sorted(formats), (torch.float16, torch.bfloat16),
                                                              (-1, 32, 64, 128, 256), (False, True), (False, True)):
-        pr = make_problem(127, 264 if bits == 4 else 262, 768, bits, group, dtype, zeros, bias, rng)
+        if bits == 6 and zeros:
+            continue
+        pr = make_problem(127, 262 if bits == 8 else 264, 768, bits, group, dtype, zeros, bias, rng)
         ref = reference(pr)
         cands = candidates_for(g, pr)
         if not cands:
@@ -102,18 +108,24 @@ def main() -> int:
     # (1024, 34048): 266 N tiles of 128, so the ws tail split has whole tiles and split ones in the same launch.
     # 145, 333, 400, 450, 700: partial last tiles of every token tile (256 and the balanced 144 .. 224: 145 = 144 + 1).
     shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324), (1024, 34048)]  # (K, N)
-    ms = (17, 32, 64, 127, 128, 145, 333, 400, 450, 512, 700, 2048, 4096)
-    if quick:
-        shapes, ms = [(4096, 4096), (1088, 1000), (2112, 324)], (17, 127, 145, 333, 450, 700)
+    # FP6: per channel, g128 and g64 (K = 1088: 17 groups, g128 does not divide it), bias, M from 17 to 2048.
     configs = [(4, torch.float16, 128, False, False), (8, torch.bfloat16, -1, True, True),
-               (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True)]
+               (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True),
+               (6, torch.float16, -1, False, True), (6, torch.bfloat16, 128, False, True),
+               (6, torch.float16, 64, False, False)]
+    m_values = {4: (17, 32, 64, 127, 128, 145, 333, 400, 450, 512, 700, 2048, 4096),
+                6: (17, 64, 127, 333, 450, 1024, 2048)}
+    if args.quick:
+        shapes = [(4096, 4096), (1088, 1000), (2112, 324)]
+        m_values = {4: (17, 127, 145, 333, 450, 700), 6: (17, 127, 333, 450)}
+    main_configs = {(4, torch.float16), (6, torch.float16)}
     for (k, n), (bits, dtype, group, zeros, bias) in itertools.product(shapes, configs):
-        if n % (2 if bits == 8 else 4) or (group != -1 and k % group):
+        if bits not in formats or n % (2 if bits == 8 else 4) or (group != -1 and k % group):
             continue
         base = make_problem(4096, n, k, bits, group, dtype, zeros, bias, rng)
         w64 = dequant64(base)
-        for m in ms:
-            if m * k * n > 4096 * 4096 * 4096 and (bits, dtype) != (4, torch.float16):
+        for m in m_values.get(bits, m_values[4]):
+            if m * k * n > 4096 * 4096 * 4096 and (bits, dtype) not in main_configs:
                 continue  # the largest problems once, in the main configuration
             pr = with_m(base, m)
             rows = sample_rows(m)
@@ -124,8 +136,10 @@ def main() -> int:
     print(f"shape sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)
 
     # 3. The GEMM's dispatch for every M from 1 to 320 and some larger ones gives the reference's result.
-    for bits, dtype in ((4, torch.float16), (8, torch.bfloat16)):
-        base = make_problem(4096, 520, 1024, bits, 128, dtype, True, True, rng)
+    for bits, dtype in ((4, torch.float16), (8, torch.bfloat16), (6, torch.bfloat16)):
+        if bits not in formats:
+            continue
+        base = make_problem(4096, 520, 1024, bits, 128, dtype, bits != 6, True, rng)
         full_ref = reference(base)
         picks = {}
         for m in list(range(1, 321)) + [333, 400, 450, 511, 600, 1000, 1024, 2047, 4096]:
@@ -133,22 +147,26 @@ def main() -> int:
             c = g.dispatch(pr.params(None))
             picks.setdefault(g.name(c) if c >= 0 else "none", []).append(m)
             check(g, pr, -1, ref=full_ref[:m], tag="dispatch: ")
-        print(f"dispatch int{bits}: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
+        fmt = "fp6" if bits == 6 else f"int{bits}"
+        print(f"dispatch {fmt}: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
               flush=True)
 
     # 3b. The same through the library's public ABI (registry: GEMV for small M, GEMM above), M from 1 to 320.
     if os.environ.get("TRT_WOQ_KERNELS_LIB"):
         lin = Linear()
-        base = make_problem(4096, 520, 1024, 4, 128, torch.float16, True, True, rng)
-        full_ref = reference(base)
-        picks = {}
-        for m in list(range(1, 321)) + [1000, 4096]:
-            pr = with_m(base, m)
-            c = lin.dispatch(pr.params(None))
-            picks.setdefault(lin.name(c) if c >= 0 else "none", []).append(m)
-            check(lin, pr, -1, ref=full_ref[:m], tag="public ABI: ")
-        print("public ABI dispatch int4: " + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()),
-              flush=True)
+        for bits, group in ((4, 128), (6, -1)):
+            if bits not in formats:
+                continue
+            base = make_problem(4096, 520, 1024, bits, group, torch.float16, bits != 6, True, rng)
+            full_ref = reference(base)
+            picks = {}
+            for m in list(range(1, 321)) + [1000, 4096]:
+                pr = with_m(base, m)
+                c = lin.dispatch(pr.params(None))
+                picks.setdefault(lin.name(c) if c >= 0 else "none", []).append(m)
+                check(lin, pr, -1, ref=full_ref[:m], tag="public ABI: ")
+            print(f"public ABI dispatch {base.label().split()[3]}: "
+                  + "; ".join(f"{k}: M {v[0]}..{v[-1]} ({len(v)})" for k, v in picks.items()), flush=True)
     else:
         print("SKIP public ABI cross-check: TRT_WOQ_KERNELS_LIB not set (the kernels library did not build)")
 
@@ -167,6 +185,14 @@ def main() -> int:
             st = g.run(c, prm)
             if st != want:
                 fail(f"refusal: {g.name(c)} with {field}={value}: run() gave {st}, expected {want}")
+    # FP6 refuses zero points and layout 1.
+    f6 = make_problem(64, 512, 512, 6, 128, torch.float16, False, False, rng)
+    for field, value in (("zeros", f6.scales.data_ptr()), ("layout_version", 1)):
+        prm = f6.params(out)
+        setattr(prm, field, value)
+        for c in range(g.count()):
+            if g.supports(c, prm) != UNSUPPORTED_SHAPE or g.run(c, prm) != UNSUPPORTED_SHAPE:
+                fail(f"refusal: {g.name(c)} took FP6 with {field}={value}")
     prm = pr.params(out)
     prm.activation += 2  # not 16-byte aligned
     for c in candidates_for(g, pr):

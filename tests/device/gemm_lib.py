@@ -24,7 +24,8 @@ if "graph_passes" not in sys.modules:
     _pkg = types.ModuleType("graph_passes")
     _pkg.__path__ = [str(_ROOT / "graph_passes")]
     sys.modules["graph_passes"] = _pkg
-from graph_passes.layouts import interleaved_v1  # noqa: E402
+from graph_passes import fp6_e3m2  # noqa: E402
+from graph_passes.layouts import fp6_split_v1, interleaved_v1  # noqa: E402
 
 # The params struct (gemm.h uses kernels.h's trt_woq_linear_params) and the status codes come from the package's
 # wrapper, python/trt_woq/kernels.py (no torch there).
@@ -113,12 +114,13 @@ class Problem:
     scales: torch.Tensor = None
     zp: torch.Tensor = None
     b: torch.Tensor = None
-    u: torch.Tensor = None  # uint8 [K, N] on the GPU, kept for the reference
+    u: torch.Tensor = None  # uint8 [K, N] on the GPU (FP6: the E3M2 codes), kept for the reference
 
     def label(self) -> str:
         g = "pc" if self.group == -1 else f"g{self.group}"
         dt = "fp16" if self.dtype == torch.float16 else "bf16"
-        return (f"M={self.m} N={self.n} K={self.k} int{self.bits} {g} {dt}"
+        fmt = "fp6" if self.bits == 6 else f"int{self.bits}"
+        return (f"M={self.m} N={self.n} K={self.k} {fmt} {g} {dt}"
                 f"{' zeros' if self.zeros else ''}{' bias' if self.bias else ''}")
 
     def params(self, out: torch.Tensor | None, ws: torch.Tensor | None = None) -> Params:
@@ -128,23 +130,29 @@ class Problem:
         prm.zeros, prm.bias, prm.output = ptr(self.zp), ptr(self.b), ptr(out)
         prm.m, prm.n, prm.k, prm.group_size = self.m, self.n, self.k, self.group
         prm.weight_format = weight_format_from_bits(self.bits)
-        prm.layout_version, prm.act_type = 1, ACT[self.dtype]
+        prm.layout_version, prm.act_type = layout(self.bits).VERSION, ACT[self.dtype]
         prm.workspace = ptr(ws)
         prm.workspace_size = 0 if ws is None else ws.numel() * ws.element_size()
         return prm
 
 
+def layout(bits: int):
+    """The packed layout module of a bit width: fp6_split_v1 for 6 (FP6 E3M2 codes), interleaved_v1 for 8 and 4."""
+    return fp6_split_v1 if bits == 6 else interleaved_v1
+
+
 def make_problem(m, n, k, bits, group, dtype, zeros, bias, rng: np.random.Generator, random_words=False) -> Problem:
-    """Fresh random operands on the GPU. random_words=True skips the packer (timing only: any word is valid data)."""
+    """Fresh random operands on the GPU. random_words=True skips the packer (timing only: any word is valid data).
+    bits = 6: FP6 E3M2 codes (all 64) packed by fp6_split_v1, no zero points."""
     pr = Problem(m, n, k, bits, group, dtype, zeros, bias)
     dev = "cuda"
     ng = 1 if group == -1 else k // group
     if random_words:
-        shape = interleaved_v1.packed_shape(k, n, bits)
+        shape = layout(bits).packed_shape(k, n, bits)
         pr.packed = torch.randint(-2**31, 2**31 - 1, shape, dtype=torch.int32, device=dev)
     else:
         u = rng.integers(0, 1 << bits, size=(k, n), dtype=np.uint8)
-        pr.packed = torch.from_numpy(interleaved_v1.pack(u, bits)).to(dev)
+        pr.packed = torch.from_numpy(layout(bits).pack(u, bits)).to(dev)
         pr.u = torch.from_numpy(u).to(dev)
     pr.x = torch.randn(m, k, device=dev).to(dtype)
     pr.scales = (torch.rand(ng, n, device=dev) * 0.02 + 0.005).to(dtype)  # never zero
@@ -162,9 +170,11 @@ def with_m(pr: Problem, m: int) -> Problem:
 
 
 def dequant64(pr: Problem) -> torch.Tensor:
-    """Float64 W = (U - Z) * S on the GPU."""
+    """Float64 W = (U - Z) * S on the GPU; FP6: W = decode(C) * S (fp6_e3m2's decoder as a 64-entry table)."""
     g = pr.k if pr.group == -1 else pr.group
     s = pr.scales.double().repeat_interleave(g, dim=0)
+    if pr.bits == 6:
+        return torch.from_numpy(fp6_e3m2.decode(np.arange(64))).to(s.device)[pr.u.long()] * s
     z = (pr.zp.double().repeat_interleave(g, dim=0) if pr.zeros
          else torch.full_like(s, float(1 << (pr.bits - 1))))
     return (pr.u.double() - z) * s

@@ -6,9 +6,11 @@
 #   2b. fp6_check.py         FP6 converters (every code in every position) and the FP6 GEMV through the C ABI
 #   2c. conv_check.py        every epilogue on every linear candidate, and conv2d against a float64 conv
 #   2d. w8a8_check.py        W8A8: the quantize step bit for bit, every W8A8 candidate and the dispatch
-#   3. the plugin harness    WeightOnlyLinear driven as TensorRT does, on synthetic cases and on every node of
-#                            quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, FP16 / BF16);
-#                            the synthetic cases include FP6 per channel and g128
+#   3. the plugin harness    WeightOnlyLinear and WeightOnlyConv driven as TensorRT does (one line each): linear
+#                            synthetic cases (weight-only INT8 / INT4 / FP6, W8A8 symmetric / asymmetric) and every
+#                            node of quantized Llama samples made here (INT8 pc, INT4 pc / g128 / g128 asym, W8A8
+#                            pc / g128 asym; FP16 / BF16); conv synthetic cases (1x1 / 3x3 / 7x7, stride, dilation,
+#                            padding, INT8 / INT4, every fused activation)
 #   4. GPU pytest files      tests/plugins/kernels, tests/python/trt_woq
 #   5. compute-sanitizer     memcheck on kernels_check.py --quick (GEMV, converters, dispatch); memcheck and
 #                            racecheck on every GEMM candidate over small odd problems (gemm_sanitize.cu)
@@ -31,7 +33,7 @@ t0=$SECONDS
 cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
   -DTENSORRT_INCLUDE_DIR="$TENSORRT_INCLUDE_DIR" > "$OUT/cmake.log" 2>&1 \
   && cmake --build $bdir --target trt_woq_kernels trt_woq_kernels_testing trt_woq_plugin \
-    weight_only_linear_conformance -j16 > "$OUT/build.log" 2>&1
+    plugin_conformance -j16 > "$OUT/build.log" 2>&1
 build=$?
 record "build (kernels, their test library, plugin, harness) in $((SECONDS - t0)) s" $build
 [[ $build -ne 0 ]] && { tail -30 "$OUT/build.log"; echo "$passed passed, $failed failed"; exit 1; }
@@ -58,22 +60,25 @@ run_check "fp6_check.py" fp6_check.log timeout 300 python3 tests/device/fp6_chec
 run_check "conv_check.py" conv_check.log timeout 300 python3 tests/device/conv_check.py
 run_check "w8a8_check.py" w8a8_check.log timeout 300 python3 tests/device/w8a8_check.py
 
-# Plugin harness inputs: the synthetic matrix plus the nodes of Llama samples quantized here.
-h=tests/plugins/weight_only_linear
+# Plugin harness inputs: the synthetic matrices plus the nodes of Llama samples quantized here.
+h=tests/plugins/conformance
 models=()
 python3 samples/llama/build_model.py --hidden 256 --intermediate 768 --layers 1 --heads 4 -o $bdir/llama.onnx \
   > "$OUT/models.log" 2>&1
 for opts in "--bits 8 --group-size -1" "--bits 4 --group-size -1" "--bits 4 --group-size 128" \
-            "--bits 4 --group-size 128 --asymmetric --act-dtype bf16"; do
+            "--bits 4 --group-size 128 --asymmetric --act-dtype bf16" "--bits 8 --group-size -1 --act-mode w8a8" \
+            "--bits 8 --act-mode w8a8 --act-asymmetric --act-dtype bf16"; do
   tag=$(echo "$opts" | tr -d ' -')
   python3 -m graph_passes quantize $bdir/llama.onnx -o $bdir/llama.$tag.onnx --force -q $opts >> "$OUT/models.log" 2>&1 \
     && models+=(--model $bdir/llama.$tag.onnx)
 done
-echo "    harness models: ${#models[@]} / 8 arguments (4 quantized samples expected)"
+echo "    harness models: ${#models[@]} / 12 arguments (6 quantized samples expected)"
 python3 $h/make_cases.py $bdir/cases --synthetic "${models[@]}" > "$OUT/cases.log" 2>&1
-run_check "plugin conformance harness" harness.log \
-  $bdir/tests/plugins/weight_only_linear/weight_only_linear_conformance "$TRT_WOQ_PLUGIN_PATH" $bdir/cases \
-  --m 1,3,16,127,4096
+python3 $h/make_cases.py $bdir/cases_conv --op conv >> "$OUT/cases.log" 2>&1
+run_check "plugin conformance harness, WeightOnlyLinear" harness.log \
+  $bdir/tests/plugins/conformance/plugin_conformance "$TRT_WOQ_PLUGIN_PATH" $bdir/cases
+run_check "plugin conformance harness, WeightOnlyConv" harness_conv.log \
+  $bdir/tests/plugins/conformance/plugin_conformance "$TRT_WOQ_PLUGIN_PATH" $bdir/cases_conv
 
 run_check "pytest GPU files" pytest.log python3 -m pytest -q -rs tests/plugins/kernels tests/python/trt_woq
 

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # One device call for issue 18: build the kernels, the epilogue + conv2d device test, the conv benchmark.
-#   bash tests/device/run_conv.sh [check|bench ...]   (default: both)
+#   bash tests/device/run_conv.sh [check|sanitize|bench|linears ...]   (default: all four)
+# CONV_CHECK_ARGS passes options to conv_check.py (e.g. --convs-only).
 # Logs and bench_conv.json go to $OUT (the device tool's folder) or ./conv-out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ -f .device/prelude.sh ]] && source .device/prelude.sh
 OUT=${OUT:-$PWD/conv-out}
 mkdir -p "$OUT"
-steps=("$@"); [[ ${#steps[@]} -eq 0 ]] && steps=(check sanitize bench)
+steps=("$@"); [[ ${#steps[@]} -eq 0 ]] && steps=(check sanitize bench linears)
 rc=0
 t0=$(date +%s)
 build=${BUILD_DIR:-/tmp/build-conv}
 { cmake -S tests/device/kernels_build -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES=90a-real && cmake --build "$build" -j16; } > "$OUT/build.log" 2>&1 \
+    -DCMAKE_CUDA_ARCHITECTURES=90a-real && cmake --build "$build" -j16 --target trt_woq_kernels; } > "$OUT/build.log" 2>&1 \
   || { tail -40 "$OUT/build.log"; exit 1; }
 lib=$(find "$build" -name libtrt_woq_kernels.so | head -1)
 echo "build: $(( $(date +%s) - t0 )) s -> $lib"
@@ -23,23 +24,22 @@ for step in "${steps[@]}"; do
   t0=$(date +%s)
   case $step in
     check)
-      timeout 240 python3 tests/device/conv_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" | tail -5
+      timeout 240 python3 tests/device/conv_check.py ${CONV_CHECK_ARGS:-} 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" | tail -5
       r=${PIPESTATUS[0]}; grep "^FAIL" "$OUT/check.log" | head -20
       [[ $r -ne 0 ]] && rc=1 ;;
     sanitize)
-      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        python3 tests/device/conv_check.py --convs-only > "$OUT/sanitize.log" 2>&1
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout ${SANITIZE_TIMEOUT:-200} compute-sanitizer --tool memcheck \
+        --error-exitcode 9 python3 tests/device/conv_check.py --convs-only --quick > "$OUT/sanitize.log" 2>&1
       r=$?; echo "compute-sanitizer memcheck (convs): rc $r"
       grep -E "passed|ERROR SUMMARY|Invalid|at 0x|by thread|FAIL" "$OUT/sanitize.log" | head -12
       [[ $r -ne 0 ]] && rc=1 ;;
-    bench)  # one process per conv row: a failing row cannot take the others down
-      n=$(python3 -c "from trt_woq.bench_conv import CONVS; print(len(CONVS))")
-      for i in $(seq 0 $((n - 1))); do
-        timeout 60 python3 -m trt_woq.bench_conv --conv-rows "$i" --no-linears --json "$OUT/bench_conv_$i.json" \
-          2>&1 | tee -a "$OUT/bench.log" | grep -v "^device\|^conv (b" | tail -3
-      done
-      timeout 60 python3 -m trt_woq.bench_conv --conv-rows 0 --json "$OUT/bench_linear.json" 2>&1 \
-        | tee -a "$OUT/bench.log" | tail -5 ;;
+    bench)  # every conv row in one process (the CUDA graphs of a failing method are reported in its row)
+      timeout 200 python3 -m trt_woq.bench_conv --no-linears --json "$OUT/bench_conv.json" 2>&1 \
+        | tee "$OUT/bench.log" | grep -v "^device"
+      [[ ${PIPESTATUS[0]} -ne 0 ]] && rc=1 ;;
+    linears)  # the fused activation's cost on linear layers
+      timeout 100 python3 -m trt_woq.bench_conv --conv-rows 0 --json "$OUT/bench_linear.json" 2>&1 \
+        | tee "$OUT/bench_linear.log" | tail -5 ;;
   esac
   echo "$step: $(( $(date +%s) - t0 )) s"
 done

@@ -6,9 +6,11 @@
 1. Quantize step, bit for bit: the codes (in layout 1's k order), scales, offsets and code sums the kernel leaves in its
    workspace equal graph_passes.quantizers.activations' (float32 steps) for every row.
 2. Output: every W8A8 candidate and the dispatch, M in {1, 5, 16} (the weight-only GEMV path: reference X @ W) and
-   {17, 33, 130, 257} (the INT8 GEMMs: reference graph_passes.op.w8a8_evaluate, the exact integer GEMM per group and
-   the offset correction in float64); N not a multiple of the tiles (70, 130, 258), K of 3 to 64 K tiles (192, 384,
-   1088, 1152, 4096; the wgmma candidate takes K % 128 == 0); group
+   {17, 33, 127, 130, 257} (the INT8 GEMMs: reference graph_passes.op.w8a8_evaluate, the exact integer GEMM per group
+   and the offset correction in float64), plus 333 and 1000 at K = 4096; N not a multiple of the tiles (70, 130,
+   258), K of 3 to 64 K tiles (192, 384, 1088, 1152, 4096; the wgmma candidates take K % 128 == 0, so every
+   warp-specialized tile there runs K-split slices); and 512 x 4610 per channel at M = 17 / 127 / 333 / 1000,
+   where the warp-specialized tiles fill whole waves and split only the last one; group
    sizes -1/32/64/128/256 where they divide K; symmetric and asymmetric activations; bias on/off; FP16 and BF16.
    Fresh random data each run (seed printed): weights quantized and packed by graph_passes, activations with a
    different magnitude per row and a few outlier channels. Outputs poisoned with NaN before each launch. Pass when
@@ -16,6 +18,9 @@
 3. Refusals: zero points (asymmetric weights) come back UNSUPPORTED_OPTION.
 
 Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
+
+`--quantize-share KxN,...` instead prints, per shape and M >= 1024, the device time of the quantize kernel and of the
+whole W8A8 call (dispatch's candidate, torch.profiler over 20 calls) and the quantize kernel's share.
 """
 
 from __future__ import annotations
@@ -149,10 +154,44 @@ def run_case(lib: K.Kernels, pr: Problem, candidates: list[int], tally: Tally) -
             check_workspace(pr, ws, f"{pr.label()} [{name}]", tally)
 
 
+def quantize_share(lib: K.Kernels, shapes: list[tuple[int, int]], ms=(1024, 2048, 4096)) -> None:
+    """Device time of the quantize kernel within a W8A8 call (per-channel INT8 weights, FP16, the dispatch)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    stream = torch.cuda.current_stream().cuda_stream
+    for k, n in shapes:
+        packed = torch.randint(-2**31, 2**31 - 1, ((n // 2) * (k // 2),), dtype=torch.int32, device="cuda")
+        scales = (torch.rand(n, device="cuda") * 0.01 + 0.001).half()
+        for m in ms:
+            x = torch.randn(m, k, device="cuda").half()
+            y = torch.empty(m, n, dtype=torch.float16, device="cuda")
+            prm = K.make_params(m=m, n=n, k=k, bits=8, group_size=-1, x=x.data_ptr(), packed_weight=packed.data_ptr(),
+                                scales=scales.data_ptr(), output=y.data_ptr(), act_mode=K.ActMode.W8A8_DYNAMIC)
+            ws_bytes = lib.workspace_size(prm)
+            ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+            prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
+            for _ in range(3):
+                lib.run(prm, stream=stream)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(20):
+                    lib.run(prm, stream=stream)
+                torch.cuda.synchronize()
+            times = {e.key: e.device_time_total for e in prof.key_averages()}
+            quant = sum(t for name, t in times.items() if "quantize" in name) / 20
+            total = sum(times.values()) / 20
+            print(f"{k}x{n} m={m} [{lib.candidate_name(lib.dispatch(prm))}]: quantize {quant:.1f} us of "
+                  f"{total:.1f} us device time ({100 * quant / total:.1f} %)", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--quantize-share", metavar="KxN,...", help="time the quantize kernel's share instead (above)")
     args = ap.parse_args()
+    if args.quantize_share:
+        quantize_share(K.load(), [tuple(int(v) for v in s.split("x")) for s in args.quantize_share.split(",")])
+        return 0
     seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (1 << 31))
     print(f"seed {seed}", flush=True)
     rng = np.random.default_rng(seed)
@@ -161,11 +200,15 @@ def main() -> int:
     candidates = [-1] + w8a8
     print("candidates:", ", ".join(lib.candidate_name(i) for i in w8a8), flush=True)
     tally = Tally()
-    for k, n in ((192, 70), (384, 258), (1088, 130), (1152, 70), (4096, 258)):
-        for group in (-1, 32, 64, 128, 256):
+    m_grid, groups = (1, 5, 16, 17, 33, 127, 130, 257), (-1, 32, 64, 128, 256)
+    shapes = (((192, 70), m_grid, groups), ((384, 258), m_grid, groups), ((1088, 130), m_grid, groups),
+              ((1152, 70), m_grid, groups), ((4096, 258), m_grid + (333, 1000), groups),
+              ((512, 4610), (17, 127, 333, 1000), (-1,)))
+    for (k, n), ms, gs in shapes:
+        for group in gs:
             if group != -1 and k % group:
                 continue
-            for m in (1, 5, 16, 17, 33, 130, 257):
+            for m in ms:
                 for act in ("fp16", "bf16"):
                     for asym in (False, True):
                         bias = bool(rng.integers(0, 2))

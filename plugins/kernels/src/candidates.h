@@ -38,6 +38,11 @@ constexpr uint32_t kAllEpilogues = bit(TRT_WOQ_EPILOGUE_NONE) | bit(TRT_WOQ_EPIL
 constexpr Serves kIntWeightOnlyLinear = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WEIGHT_INT4),
                                          bit(TRT_WOQ_ACT_MODE_WEIGHT_ONLY), bit(TRT_WOQ_OP_LINEAR), kAllEpilogues};
 
+/* The same with FP6 E3M2 (layout 2): the GEMV and GEMM families. */
+constexpr Serves kWeightOnlyLinear = {kIntWeightOnlyLinear.weight_formats | bit(TRT_WOQ_WEIGHT_FP6_E3M2),
+                                      kIntWeightOnlyLinear.act_modes, kIntWeightOnlyLinear.ops,
+                                      kIntWeightOnlyLinear.epilogues};
+
 /* The conv2d candidates (src/conv/): the same formats and epilogues. */
 constexpr Serves kIntWeightOnlyConv = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WEIGHT_INT4),
                                        bit(TRT_WOQ_ACT_MODE_WEIGHT_ONLY), bit(TRT_WOQ_OP_CONV2D), kAllEpilogues};

@@ -70,6 +70,19 @@ __device__ __forceinline__ half2 pair_f16(uint32_t seg4, uint32_t seg2) {
     return detail::as_pair<half2>(detail::and_or(nibble_pair<I>(seg4), 0x0F000F00u, sign_e2));
 }
 
+/* (2^12, 2^12) as a pair of T: what restores the converted pairs to the FP6 values (exact). */
+template <typename T>
+__device__ __forceinline__ typename Pair<T>::type bias_pair() {
+    return detail::as_pair<typename Pair<T>::type>(std::is_same<T, half>::value ? 0x6C006C00u : 0x45804580u);
+}
+
+/* The 2-bit word of half `h` (0 or 1, a runtime value such as lane & 1) as half 0 sees its bits: half 1's rotations
+ * are half 0's plus 24 (6 x 4 mod 32), so one rotation by 24 h lets every lane run convert_fp6_word<T, 0>, where a
+ * branch on h would split the warp. */
+__device__ __forceinline__ uint32_t as_half0(uint32_t seg2, int h) {
+    return __funnelshift_l(seg2, seg2, 24 * h);
+}
+
 /* One 4-bit word and its 2-bit word (half H) -> 4 pairs of T holding value * 2^-12. */
 template <typename T, int H>
 __device__ __forceinline__ void convert_fp6_word(uint32_t seg4, uint32_t seg2, typename Pair<T>::type* out) {

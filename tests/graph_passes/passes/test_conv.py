@@ -53,6 +53,14 @@ def test_policy_and_geometry(rng):
     assert [n.op_type for n in out.graph.node] == ["Cast", "WeightOnlyConv", "Cast"]
 
 
+def test_fp6_convs_stay_float(rng):
+    model = models.conv(rng, ic=64, oc=32)
+    reasons, out, _ = _skip_reason(model, bits=6)
+    assert len(reasons) == 1 and "no conv kernel serves fp6" in reasons[0] and not _woq(out)
+    reasons, out, _ = _skip_reason(model, bits=8)
+    assert reasons == [] and len(_woq(out)) == 1
+
+
 def _cosine(a, b):
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))

@@ -2,7 +2,7 @@
 
 * every candidate has a name and info whose masks are non-empty on every axis and name only known enum values;
 * every (weight format, activation mode, op, epilogue) combination a candidate claims is run on the device by the
-  plugin conformance harness (tests/plugins/weight_only_linear/make_cases.py's synthetic matrix, each case with every
+  plugin conformance harness (tests/plugins/conformance/make_cases.py's synthetic matrix, each case with every
   tactic) or by tests/device/conv_check.py (every epilogue on every candidate, conv2d), so a new registry entry
   cannot land without its device cases;
 * the registry refuses every combination outside a candidate's masks with UNSUPPORTED_OPTION, so no candidate gets a
@@ -32,7 +32,7 @@ AXES = (K.WeightFormat, K.ActMode, K.Op, K.Epilogue)
 def harness_combinations() -> set[tuple[str, str, str, str]]:
     """What the plugin harness's synthetic cases, tests/device/conv_check.py (epilogues, conv2d) and
     tests/device/w8a8_check.py (W8A8) run."""
-    sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
+    sys.path.insert(0, str(ROOT / "tests" / "plugins" / "conformance"))
     sys.path.insert(0, str(ROOT / "tests" / "device"))
     try:
         import conv_check
@@ -74,7 +74,7 @@ def test_every_claimed_combination_has_device_cases(built_library):
             if as_names(combo) not in covered:
                 missing.setdefault(as_names(combo), []).append(info.name)
     assert not missing, ("combinations claimed by candidates without a device case in "
-                         f"tests/plugins/weight_only_linear/make_cases.py SYNTHETIC_CONFIGS, "
+                         f"tests/plugins/conformance/make_cases.py SYNTHETIC_CONFIGS, "
                          f"tests/device/conv_check.py or tests/device/w8a8_check.py: {missing}")
 
 

@@ -5,12 +5,13 @@
 #   call 1, carry .device/trtrtx/a .device/prelude.sh .device/tensorrt third_party/tensorrt-10.13-include build/c_models:
 #     bash tests/plugins/weight_only_linear/device_run.sh harness
 #       builds libtrt_woq_plugin (TensorRT 11.1 headers) + the conformance harness, and the plugin again against the
-#       10.13 headers; runs the harness on the synthetic matrix and on every WeightOnlyLinear node of the models in
-#       build/c_models; then compute-sanitizer memcheck on a short run.
+#       10.13 headers; runs the harness on the linear and conv synthetic matrices and on every plugin node of the
+#       models in build/c_models; then compute-sanitizer memcheck on a short run.
 #   call 2 (at once, same warm machine), carry .device/whl .device/prelude.sh .device/tensorrt .device/trtrtx/b
 #                                              build/c_models:
 #     bash tests/plugins/weight_only_linear/device_run.sh rtx
-#       TensorRT-RTX: load each plugin build, parse the minimal model and the quantized samples, build engines.
+#       TensorRT-RTX: load each plugin build, parse the minimal model, a W8A8 and a WeightOnlyConv one-node model and
+#       the quantized samples, build engines.
 set -uo pipefail
 mode=${1:?harness or rtx}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -20,6 +21,8 @@ mkdir -p "$out"
 source .device/prelude.sh
 bdir=build/dev-c
 here=tests/plugins/weight_only_linear
+cases=tests/plugins/conformance
+harness=$bdir/tests/plugins/conformance/plugin_conformance
 
 if [[ $mode == harness ]]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -27,7 +30,7 @@ if [[ $mode == harness ]]; then
   cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
     -DTENSORRT_INCLUDE_DIR="$TENSORRT_INCLUDE_DIR" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
   grep "trt_woq:" "$out/cmake.log"
-  cmake --build $bdir --target trt_woq_plugin trt_woq_polygraphy weight_only_linear_conformance > "$out/build.log" 2>&1 \
+  cmake --build $bdir --target trt_woq_plugin trt_woq_polygraphy plugin_conformance > "$out/build.log" 2>&1 \
     || { grep -B2 -A8 "error" "$out/build.log" | head -60; exit 1; }
   echo "build: $((SECONDS - t0)) s"
   quick=${QUICK:-0}
@@ -45,16 +48,18 @@ if [[ $mode == harness ]]; then
   models=()
   for m in build/c_models/*.onnx; do [[ -f $m ]] && models+=(--model "$m"); done
   [[ $quick == 1 ]] && { echo "QUICK=1: built only"; exit 0; }
-  python3 $here/make_cases.py $bdir/cases --synthetic "${models[@]}" || exit 1
+  python3 $cases/make_cases.py $bdir/cases --synthetic "${models[@]}" || exit 1
+  python3 $cases/make_cases.py $bdir/cases_conv --op conv || exit 1
   t0=$SECONDS
-  $bdir/tests/plugins/weight_only_linear/weight_only_linear_conformance $lib $bdir/cases --m 1,3,16,127,4096 \
-    2>&1 | tee "$out/conformance.log" | grep -v "^  \[plugin log\]"
-  rc=${PIPESTATUS[0]}
+  rc=0
+  for dir in cases cases_conv; do
+    $harness $lib $bdir/$dir 2>&1 | tee "$out/conformance_$dir.log" | grep -v "^  \[plugin log\]"
+    [[ ${PIPESTATUS[0]} -ne 0 ]] && rc=1
+  done
   echo "harness exit $rc, $((SECONDS - t0)) s"
-  # memcheck over the synthetic cases at small M (kernels under memcheck are slow).
-  python3 $here/make_cases.py $bdir/cases_small --synthetic -k 256 -n 128 > /dev/null
-  timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-    $bdir/tests/plugins/weight_only_linear/weight_only_linear_conformance $lib $bdir/cases_small --m 1,37 \
+  # memcheck over the synthetic cases at small sizes (kernels under memcheck are slow).
+  python3 $cases/make_cases.py $bdir/cases_small --synthetic -k 256 -n 128 --max-m 64 > /dev/null
+  timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $harness $lib $bdir/cases_small \
     > "$out/memcheck.log" 2>&1
   echo "memcheck exit $? ($(grep -c "ERROR SUMMARY: 0 errors" "$out/memcheck.log") clean summaries): $(tail -2 "$out/memcheck.log" | tr '\n' ' ')"
   # The runtime's tests (the cuda-python buffer test runs here; TensorRT-dependent parts skip or use fakes).
@@ -86,8 +91,8 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_minimal.onnx'
     --preload "$root/$bdir/terminate_backtrace.so" --out "$out/as_shipped" | grep -v "^  /\|^  \[" | tail -8
   ln -s libtensorrt_rtx.so.1 $rtxlibs/libtensorrt_rtx.so
   echo "== B: with $rtxlibs/libtensorrt_rtx.so -> libtensorrt_rtx.so.1"
-  python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --preload "$root/$bdir/terminate_backtrace.so" \
-    --out "$out"
+  python3 $here/rtx/rtx_build_check.py "${plugins[@]}" "${models[@]}" --node-models \
+    --preload "$root/$bdir/terminate_backtrace.so" --out "$out"
   rc=$?
   # D: an invalid node (group_size 96): the creator refuses it and its message must reach TensorRT's logger. A
   # plugin built against 10.x headers calls ILogger::log through the 10.x vtable layout (11.x added

@@ -3,7 +3,7 @@
 * The plugin and the conformance harness compile (g++ -fsyntax-only, -Wall -Wextra -Werror on our files) against
   every TensorRT header set found: $TENSORRT_INCLUDE_DIR, and third_party/tensorrt-*-include of a checkout. Skipped,
   with the reason, where no headers (or no CUDA runtime header, which TensorRT's headers include) are found.
-* make_cases.py writes what the harness reads, and its float64 reference weight is the layout's dequantization.
+* The harness's inputs and references are checked in tests/plugins/conformance/test_conformance_cases.py.
 * The TensorRT-RTX check's minimal model is a valid ONNX file with a well-formed WeightOnlyLinear node.
 """
 
@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -46,7 +45,7 @@ HEADERS = _header_sets()
 
 @pytest.mark.parametrize("trt_include", HEADERS or [None], ids=lambda p: p.name if p else "none")
 @pytest.mark.parametrize("source", ["weightOnlyLinearPlugin.cpp", "pluginLogger.cpp", "pluginLibrary.cpp",
-                                    "../../tests/plugins/weight_only_linear/weight_only_linear_conformance.cpp"])
+                                    "../../tests/plugins/conformance/plugin_conformance.cpp"])
 def test_compiles_against_tensorrt_headers(trt_include, source):
     if trt_include is None:
         pytest.skip("no TensorRT headers (set TENSORRT_INCLUDE_DIR to a folder holding NvInferRuntime.h)")
@@ -62,47 +61,6 @@ def test_compiles_against_tensorrt_headers(trt_include, source):
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
-def test_make_cases_writes_what_the_harness_reads(tmp_path):
-    sys.path.insert(0, str(ROOT))
-    from graph_passes.registry.formats import format_by_bits
-
-    k, n = 256, 64
-    proc = subprocess.run([sys.executable, str(HERE / "make_cases.py"), str(tmp_path), "-k", str(k), "-n", str(n)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    lines = (tmp_path / "cases.txt").read_text().split("\n")
-    cases = [ln.split() for ln in lines if ln]
-    assert len(cases) == 12
-    seen = set()
-    for name, bits, g, kk, nn, layout, hz, hb, act in cases:
-        bits, g, hz, hb = int(bits), int(g), int(hz), int(hb)
-        fmt = format_by_bits(int(bits))
-        assert (int(kk), int(nn), int(layout)) == (k, n, fmt.layout.VERSION) and act in ("fp16", "bf16")
-        seen.add((bits, g, hz, act))
-        groups = 1 if g == -1 else k // g
-        packed = np.fromfile(tmp_path / f"{name}.weight.i32", np.int32).reshape(fmt.layout.packed_shape(k, n, bits))
-        sbits = np.fromfile(tmp_path / f"{name}.scales.u16", np.uint16)
-        assert sbits.size == groups * n
-        scales = (sbits.view(np.float16).astype(np.float64) if act == "fp16"
-                  else (sbits.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
-        zeros = None
-        if hz:
-            zb = np.fromfile(tmp_path / f"{name}.zeros.u16", np.uint16)
-            zeros = (zb.view(np.float16).astype(np.float64) if act == "fp16"
-                     else (zb.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
-            assert np.all(zeros == np.round(zeros)) and zeros.min() >= 0 and zeros.max() < 1 << bits
-        assert (tmp_path / f"{name}.bias.u16").is_file() == bool(hb)
-        wref = np.fromfile(tmp_path / f"{name}.wref.f64", np.float64).reshape(k, n)
-        expect = fmt.dequantize(packed, scales.reshape(groups, n), None if zeros is None else zeros.reshape(groups, n),
-                                k, n, g)
-        np.testing.assert_array_equal(wref, expect)
-        assert np.abs(wref).max() > 0
-    # the synthetic matrix: INT8 per-channel, INT4 per-channel, g128, g128 asymmetric, FP6 per-channel, g128, x fp16 / bf16
-    for act in ("fp16", "bf16"):
-        assert {(8, -1, 0, act), (4, -1, 0, act), (4, 128, 0, act), (4, 128, 1, act), (6, -1, 0, act),
-                (6, 128, 0, act)} <= seen
-
-
 def test_rtx_minimal_model_is_valid(tmp_path):
     onnx = pytest.importorskip("onnx")
     sys.path.insert(0, str(HERE / "rtx"))
@@ -116,3 +74,26 @@ def test_rtx_minimal_model_is_valid(tmp_path):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b""
     assert {"trt_woq": 1}.items() <= {o.domain: o.version for o in model.opset_import}.items()
+
+
+@pytest.mark.parametrize("kind", ["w8a8", "conv"])
+def test_rtx_node_models_are_valid(tmp_path, kind):
+    """The W8A8 and WeightOnlyConv models of the TensorRT-RTX check pass onnx.checker and run through graph_passes'
+    reference evaluator (the op contract) to the declared output shape."""
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+
+    sys.path.insert(0, str(HERE / "rtx"))
+    import rtx_build_check
+    from graph_passes.op import reference_evaluator
+
+    model = onnx.load(str(rtx_build_check.write_node_model(tmp_path / "m.onnx", kind)))
+    onnx.checker.check_model(model)
+    node = model.graph.node[0]
+    assert (node.op_type, node.domain) == ({"w8a8": "WeightOnlyLinear", "conv": "WeightOnlyConv"}[kind], "trt_woq")
+    x_info, y_info = model.graph.input[0], model.graph.output[0]
+    shape = [3 if d.dim_param else d.dim_value for d in x_info.type.tensor_type.shape.dim]
+    x = np.random.default_rng().standard_normal(shape).astype(np.float16)
+    (y,) = reference_evaluator(model).run(None, {"X": x})
+    assert list(y.shape) == [3 if d.dim_param else d.dim_value for d in y_info.type.tensor_type.shape.dim]
+    assert np.isfinite(y.astype(np.float32)).all() and np.abs(y.astype(np.float32)).max() > 0

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "candidates.h"
+#include "conv/implicit.h"
 
 namespace trt_woq {
 namespace conv {
@@ -134,6 +135,8 @@ int32_t score(const trt_woq_linear_params*, int32_t) { return 1; }
 
 const Candidate kConvCandidates[] = {
     {"conv_im2col", kIntWeightOnlyConv, conv::supports, conv::workspace, conv::launch, conv::score},
+    {"conv_implicit", kIntWeightOnlyConv, conv_implicit::supports, conv_implicit::workspace, conv_implicit::launch,
+     conv_implicit::score},
 };
 const int kConvCandidateCount = sizeof(kConvCandidates) / sizeof(kConvCandidates[0]);
 

@@ -114,7 +114,7 @@ trt_woq_status cuda_fail(cudaError_t e) {
 
 int smem_bytes(const TileConfig& t, int bits) {
     const int inter = bits == 8 ? 2 : 4;
-    const int stage = t.bm * kBK * 2 + (t.bn / inter) * 128 + 2 * (2 * t.bn * 2);
+    const int stage = t.bm * kBK * 2 + (t.bn / inter) * packed_line_bytes(bits) + 2 * (2 * t.bn * 2);
     if (t.kernel == Kernel::kWgmmaWs) return ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes;
     if (t.kernel == Kernel::kWgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // aligned stages + slack
     return t.stages * stage;
@@ -123,7 +123,7 @@ int smem_bytes(const TileConfig& t, int bits) {
 // Every ws tile fits SM90's shared memory (balanced_pick relies on it).
 constexpr bool ws_tiles_fit_sm90() {
     for (const TileConfig& t : kTiles)
-        for (int bits : {4, 8})
+        for (int bits : {4, 6, 8})
             if (t.kernel == Kernel::kWgmmaWs && ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes > 227 * 1024)
                 return false;
     return true;
@@ -186,14 +186,21 @@ Plan make_plan(int id, const trt_woq_linear_params& p) {
     return plan;
 }
 
+// Bits per weight, what the kernels are templated on.
+int bits_of(const trt_woq_linear_params& p) {
+    return p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? 6 : p.weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4;
+}
+
 trt_woq_status check_problem(const trt_woq_linear_params* p) {
     if (p == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->m < 1 || p->n < 1 || p->k < 1) return TRT_WOQ_ERR_INVALID_ARGUMENT;
     if (p->n > 65535 * 128) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // grid.y = N / BN
     if (p->act_type != TRT_WOQ_ACT_FP16 && p->act_type != TRT_WOQ_ACT_BF16) return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8)
+    const bool fp6 = p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 && p->weight_format != TRT_WOQ_WEIGHT_INT8 && !fp6)
         return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    if (p->layout_version != 1) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->layout_version != (fp6 ? 2 : 1)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (fp6 && p->zeros != nullptr) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // FP6 is symmetric (layout 2)
     // int indices inside the kernel: rows, columns and K below 2^31, and M * N partial planes below 2^40.
     if (p->m >= (int64_t(1) << 31) || p->n >= (int64_t(1) << 31) || p->k >= (int64_t(1) << 31))
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -213,12 +220,14 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (st != TRT_WOQ_OK) return st;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     const TileConfig& t = kTiles[tile_of(id)];
-    if (smem_bytes(t, p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 8 : 4) > smem_limit(sm))
+    if (smem_bytes(t, bits_of(*p)) > smem_limit(sm))
         return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // wgmma is sm_90a only (the library builds 90a-real; it does not run on later major versions either).
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
+    if (tile_of(id) >= kFirstBalancedTile && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2)
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // the balanced tiles are built for INT4 / INT8 only
     return TRT_WOQ_OK;
 }
 
@@ -311,29 +320,39 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return fn;
 }
 
-// 2D row-major tensor [rows, inner] of `elem_bytes` elements, box [box_rows, box_inner], 128-byte swizzle (the
-// inner box is 128 bytes), out-of-bounds elements zero-filled.
+// 2D row-major tensor [rows, inner] of `elem_bytes` elements, rows `stride` elements apart (0: inner), box
+// [box_rows, box_inner], 128-byte swizzle (the inner box is 128 bytes) unless `swizzle` says otherwise,
+// out-of-bounds elements zero-filled.
 bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base, uint64_t inner,
-               uint64_t rows, uint32_t box_inner, uint32_t box_rows) {
+               uint64_t rows, uint32_t box_inner, uint32_t box_rows, uint64_t stride = 0,
+               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (encode == nullptr) return false;
     const cuuint64_t dims[2] = {inner, rows};
-    const cuuint64_t strides[1] = {inner * elem_bytes};
+    const cuuint64_t strides[1] = {(stride ? stride : inner) * elem_bytes};
     const cuuint32_t box[2] = {box_inner, box_rows};
     const cuuint32_t elem_strides[2] = {1, 1};
     return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
-    CUtensorMap tmap_x, tmap_w;
+    CUtensorMap tmap_x, tmap_w, tmap_w2;
     // Activations [M, K] (16-bit elements), box 64 k x TOK / CLUSTER rows (each CTA of a cluster loads its share);
-    // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines.
+    // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines. FP6 rows are
+    // 3 K / 4 words: the 4-bit words as INT4, then the 2-bit words [N / 4, K / 4], box 16 words x CH / 4 (tmap_w2;
+    // the INT kernels get tmap_w again and never read it).
+    const uint64_t row_words = BITS == 6 ? args.k / 4 * 3 : args.k / 2;
     if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK / CLUSTER) ||
-        !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI))
+        !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI,
+                   row_words))
+        return cuda_fail(cudaErrorInvalidValue);
+    tmap_w2 = tmap_w;
+    if (BITS == 6 && !encode_2d(&tmap_w2, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b + args.k / 2, args.k / 4,
+                                args.n / kI, kBK / 4, kCH / kI, row_words, CU_TENSOR_MAP_SWIZZLE_NONE))
         return cuda_fail(cudaErrorInvalidValue);
     WsSchedule sched{ceil_div(args.m, TOK), ceil_div(ceil_div(args.n, kCH), CLUSTER), static_cast<int>(plan.dp_tiles),
                      plan.k_tiles_per_split, plan.tile_iters, 1, nullptr, nullptr};
@@ -350,7 +369,7 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
-                         args, sched, tmap_x, tmap_w);
+                         args, sched, tmap_x, tmap_w, tmap_w2);
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
@@ -358,6 +377,13 @@ template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1>
 trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2>(args, plan, workspace, stream)
                            : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER>(args, plan, workspace, stream);
+}
+
+// A balanced token tile (INT4 / INT8 only: supports() refuses FP6, whose 8 kernels per T are not built).
+template <int TOK, int BITS, typename T>
+trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
+    if constexpr (BITS == 6) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    else return launch_wgmma_ws_pieces<TOK, 1, 6, BITS, T>(args, plan, workspace, stream);
 }
 
 template <int BITS, typename T>
@@ -375,11 +401,11 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 8: return launch_wgmma_ws_pieces<128, 2, 6, BITS, T>(args, plan, workspace, stream);
         case 9: return launch_wgmma_ws_pieces<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
-        case 11: return launch_wgmma_ws_pieces<144, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 12: return launch_wgmma_ws_pieces<160, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 13: return launch_wgmma_ws_pieces<176, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 14: return launch_wgmma_ws_pieces<192, 1, 6, BITS, T>(args, plan, workspace, stream);
-        case 15: return launch_wgmma_ws_pieces<224, 1, 6, BITS, T>(args, plan, workspace, stream);
+        case 11: return launch_balanced<144, BITS, T>(args, plan, workspace, stream);
+        case 12: return launch_balanced<160, BITS, T>(args, plan, workspace, stream);
+        case 13: return launch_balanced<176, BITS, T>(args, plan, workspace, stream);
+        case 14: return launch_balanced<192, BITS, T>(args, plan, workspace, stream);
+        case 15: return launch_balanced<224, BITS, T>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -430,11 +456,12 @@ double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
 // (whole tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
 // and the cost per token (each weight is converted once per tile); the variant, the last wave's fill. For a problem
 // that passed check_problem on SM90 these candidates are supported exactly when they split (the ws tiles fit SM90's
-// shared memory), which the plan says without supports()' other checks.
+// shared memory), which the plan says without supports()' other checks; FP6 has the 256-token tile only.
 int balanced_pick(const trt_woq_linear_params& p) {
+    const int end = p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? kFirstBalancedTile : kNumTiles;
     int best = -1;
     double best_cost = 0;
-    for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
+    for (int tile = kFirstWsTile; tile < end; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);
@@ -463,7 +490,9 @@ int heuristic(const trt_woq_linear_params* params, int sm) {
         //  * whole tiles when they fill at least half a wave (the clustered 64-token tile: INT4 within one wave
         //    only);
         //  * else the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile with split-K.
-        const bool int4 = params->weight_format == TRT_WOQ_WEIGHT_INT4;
+        // FP6 (a 4-bit line plus its 2-bit words) follows INT4's rules; not swept on its own.
+        const bool int4 =
+            params->weight_format == TRT_WOQ_WEIGHT_INT4 || params->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
         const int ws = m <= 64 ? 9 : 8;
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
@@ -524,6 +553,9 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     if (p->weight_format == TRT_WOQ_WEIGHT_INT4)
         r = bf16 ? launch_bits_type<4, __nv_bfloat16>(plan, args, p->workspace, s)
                  : launch_bits_type<4, half>(plan, args, p->workspace, s);
+    else if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2)
+        r = bf16 ? launch_bits_type<6, __nv_bfloat16>(plan, args, p->workspace, s)
+                 : launch_bits_type<6, half>(plan, args, p->workspace, s);
     else
         r = bf16 ? launch_bits_type<8, __nv_bfloat16>(plan, args, p->workspace, s)
                  : launch_bits_type<8, half>(plan, args, p->workspace, s);

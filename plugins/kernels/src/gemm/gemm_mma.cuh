@@ -21,16 +21,20 @@
 #include <type_traits>
 
 #include "../converters.cuh"
+#include "../converters_fp6.cuh"
 #include "../epilogue.cuh"
 
 namespace trt_woq {
 namespace gemm {
 
 constexpr int kBK = 64;  // K tile: one 128-byte line of the packed layout
+// Bytes of one packed row per K tile: a 128-byte line; FP6 (layout 2) adds the 64 bytes of its 2-bit words, copied
+// right after the 4-bit lines of a stage (unswizzled: a warp's 2-bit reads for one k step already hit 16 banks).
+__host__ __device__ constexpr int packed_line_bytes(int bits) { return bits == 6 ? 192 : 128; }
 
 struct GemmArgs {
     const void* a;        // [M, K] T
-    const int32_t* b;     // [N / I, K / 2] packed words
+    const int32_t* b;     // [N / I, K / 2] packed words (FP6: [N / 4, 3 K / 4], the 2-bit words after the 4-bit)
     const void* scales;   // [K / G, N] T
     const void* zeros;    // [K / G, N] T or nullptr (symmetric)
     const void* bias;     // [N] T or nullptr
@@ -180,6 +184,34 @@ struct Ops<__nv_bfloat16> {
     }
 };
 
+// FP6 (layout 2): a 4-bit word and its 2-bit word (already rotated as half 0: fp6::as_half0) -> the four pairs in
+// int4_to_frag's order. Groups (scaled): value * s, the 2^12 restored first (exact), so value * s rounds once. Per
+// channel: value * 2^-12 as converted; the epilogue multiplies the FP32 sums by s * 2^12.
+template <typename T>
+__device__ __forceinline__ void fp6_to_frag(uint32_t seg4, uint32_t seg2, bool scaled, typename Ops<T>::T2 s2,
+                                            uint32_t (&b)[4]) {
+    typename Ops<T>::T2 p[4];
+    fp6::convert_fp6_word<T, 0>(seg4, seg2, p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        if (scaled) p[i] = __hmul2(__hmul2(p[i], fp6::bias_pair<T>()), s2);
+        b[i] = detail::as_u32(p[i]);
+    }
+}
+
+// The factor of FP32 sums of channel n: s * 2^12 for FP6 per channel (fp6_to_frag), else 1 (scaled weights).
+template <int BITS, typename T>
+__device__ __forceinline__ float channel_factor(const GemmArgs& args, int n) {
+    if (BITS != 6 || args.group_shift != 31 || n >= args.n) return 1.f;
+    return float(static_cast<const T*>(args.scales)[n]) * fp6::kBiasScale;
+}
+// An output before the activation: sum * factor + bias for FP6, sum + bias for the integer formats.
+template <int BITS>
+__device__ __forceinline__ float scaled_sum(float sum, float factor, float bias) {
+    if constexpr (BITS == 6) return fmaf(sum, factor, bias);
+    else return sum + bias;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // CTA rasterization. The launch order (blockIdx.x fastest) is remapped so that a band of kBand M tiles sweeps all N
 // tiles before the next band starts: the CTAs resident at one time then share a few activation row bands (which
@@ -206,7 +238,7 @@ struct StageLayout {
     static constexpr int kI = BITS == 8 ? 2 : 4;          // channels per packed line (layout interleave)
     static constexpr int kLines = BN / kI;                // packed lines per K tile
     static constexpr int kXBytes = BM * kBK * 2;          // BM activation rows x 128 bytes
-    static constexpr int kBBytes = kLines * 128;          // one 128-byte line per packed row
+    static constexpr int kBBytes = kLines * packed_line_bytes(BITS);  // one line per packed row (+ FP6 2-bit)
     static constexpr int kSBytes = 2 * BN * 2;            // up to two group rows of BN values (group 32 < 64)
     static constexpr int kBytes = kXBytes + kBBytes + 2 * kSBytes;  // + zeros
 };
@@ -253,20 +285,31 @@ struct Stages {
     }
 };
 
+// Copy iterations of the 4-bit / INT8 lines in tile_copies; FP6's 2-bit words take the iterations after them.
+template <int LINES, int THREADS>
+__host__ __device__ constexpr int four_bit_iters() { return (LINES * 8 + THREADS - 1) / THREADS; }
+template <int BITS, int LINES, int THREADS>
+__host__ __device__ constexpr int line_iters() {
+    return four_bit_iters<LINES, THREADS>() + (BITS == 6 ? (LINES * 4 + THREADS - 1) / THREADS : 0);
+}
+
 // One thread's cp.async copies of a K tile, the same for every K tile and so set up once, outside the K loop:
 // ROWS activation rows (128 bytes, chunks swizzled by row) and LINES packed lines (128 bytes, chunks swizzled by
 // line) split over THREADS threads: source pointers, swizzled shared-memory offsets and validity bits (M and N tails
 // are zero-filled). ALL_LINES: LINES * 8 is a multiple of THREADS; else b_dst = -1 where a thread has no line in
-// that iteration. Separate arrays rather than one struct: as members of one object ptxas scheduled the kernels
-// differently (10-20 % slower wgmma kernels on H100).
+// that iteration. FP6: iterations from four_bit_iters on copy the 2-bit words (4 chunks per row, after the row's
+// K / 2 four-bit words; in shared memory after the LINES lines, line-major, unswizzled). Separate arrays rather than
+// one struct: as members of one object ptxas scheduled the kernels differently (10-20 % slower wgmma kernels on
+// H100).
 template <bool ALL_LINES, int LINES, int THREADS, int BITS, typename T, int NX, int NB>
 __device__ __forceinline__ void tile_copies(const GemmArgs& args, int tid, int m0, int n0, const T* (&x_src)[NX],
                                             int (&x_dst)[NX], uint32_t& x_ok, const int32_t* (&b_src)[NB],
                                             int (&b_dst)[NB], uint32_t& b_ok) {
     constexpr int kI = BITS == 8 ? 2 : 4;
+    static_assert(BITS != 6 || LINES * 8 % THREADS == 0, "FP6: the 2-bit chunks start at a whole iteration");
     const T* __restrict__ A = static_cast<const T*>(args.a);
     const int lines_total = args.n / kI;
-    const int words_per_line = args.k / 2;
+    const int words_per_line = BITS == 6 ? args.k / 4 * 3 : args.k / 2;
 #pragma unroll
     for (int it = 0; it < NX; ++it) {
         const int i = tid + it * THREADS, row = i >> 3, ch = i & 7;
@@ -277,17 +320,20 @@ __device__ __forceinline__ void tile_copies(const GemmArgs& args, int tid, int m
     }
 #pragma unroll
     for (int it = 0; it < NB; ++it) {
-        const int i = tid + it * THREADS, line = i >> 3, ch = i & 7;
+        const bool two = it >= four_bit_iters<LINES, THREADS>();  // FP6's 2-bit words
+        const int i = tid + (two ? it - four_bit_iters<LINES, THREADS>() : it) * THREADS;
+        const int line = two ? i >> 2 : i >> 3, ch = two ? i & 3 : i & 7;
         const int gl = n0 / kI + line;
-        const bool in = ALL_LINES || i < LINES * 8;
+        const bool in = two ? i < LINES * 4 : ALL_LINES || i < LINES * 8;
         const bool ok = in && gl < lines_total;
         b_ok |= uint32_t(ok) << it;
-        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + ch * 4;
-        b_dst[it] = in ? line * 32 + swz_b<BITS>(line, ch) * 4 : -1;
+        b_src[it] = args.b + (size_t)(ok ? gl : 0) * words_per_line + (two ? args.k / 2 : 0) + ch * 4;
+        b_dst[it] = !in ? -1 : two ? LINES * 32 + line * 16 + ch * 4 : line * 32 + swz_b<BITS>(line, ch) * 4;
     }
 }
-// Issues K tile kt's copies (tile_copies) into stage s.
-template <bool ALL_LINES, typename T, typename L, int NX, int NB>
+// Issues K tile kt's copies (tile_copies) into stage s. Copy iterations from FOUR_BIT on are FP6's 2-bit words:
+// 16 words per K tile.
+template <bool ALL_LINES, int FOUR_BIT = 32, typename T, typename L, int NX, int NB>
 __device__ __forceinline__ void issue_copies(const Stages<T, L>& stg, int s, int kt, const T* const (&x_src)[NX],
                                              const int (&x_dst)[NX], uint32_t x_ok, const int32_t* const (&b_src)[NB],
                                              const int (&b_dst)[NB], uint32_t b_ok) {
@@ -298,7 +344,8 @@ __device__ __forceinline__ void issue_copies(const Stages<T, L>& stg, int s, int
     uint32_t* sb = stg.b(s);
 #pragma unroll
     for (int it = 0; it < NB; ++it)
-        if (ALL_LINES || b_dst[it] >= 0) cp_async16(sb + b_dst[it], b_src[it] + kt * 32, (b_ok >> it) & 1);
+        if (ALL_LINES || b_dst[it] >= 0)
+            cp_async16(sb + b_dst[it], b_src[it] + kt * (it < FOUR_BIT ? 32 : 16), (b_ok >> it) & 1);
 }
 
 template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
@@ -321,15 +368,16 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
     const T* __restrict__ S = static_cast<const T*>(args.scales);
     const T* __restrict__ Z = static_cast<const T*>(args.zeros);
     const Stages<T, L> stg{smem};
-    constexpr int kXIters = BM * 8 / kThreads, kBIters = L::kLines * 8 / kThreads;
+    constexpr int kXIters = BM * 8 / kThreads, kBIters = line_iters<BITS, L::kLines, kThreads>();
+    constexpr int kFourBit = four_bit_iters<L::kLines, kThreads>();
     static_assert(BM * 8 % kThreads == 0 && L::kLines * 8 % kThreads == 0, "copy split must be exact");
     const T* x_src[kXIters];
     const int32_t* b_src[kBIters];
     int x_dst[kXIters], b_dst[kBIters];
     uint32_t x_ok = 0, b_ok = 0;
-    tile_copies<true, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+    tile_copies<BITS != 6, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
     auto load_stage = [&](int s, int kt) {
-        issue_copies<true>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+        issue_copies<BITS != 6, kFourBit>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
         for (int i = tid; i < BN; i += kThreads)
             copy_group_rows<BN>(stg.s(s), stg.z(s), S, Z, i, kt * kBK, n0, args);
     };
@@ -352,6 +400,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
     const auto zq_sym4 = O::int4_zero(8.f);
     // Group of k: k >> group_shift (group sizes are powers of two; per-channel uses shift 31, i.e. group 0).
     const int gshift = args.group_shift;
+    const bool fp6_scaled = gshift != 31;  // FP6 groups scale the weights; per channel, the epilogue the sums
 
     // Register double buffering (the CUTLASS multistage pattern): the A fragments and packed B words of the next
     // k16 step are read from shared memory while the mma of the current step run, and at the last step of a tile
@@ -372,6 +421,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
 
     uint32_t afrag[2][kMT][4];
     uint32_t braw[2][kNT];
+    uint32_t braw2[2][BITS == 6 ? kNT : 1];  // FP6: the 2-bit words, rotated as half 0
     // Scale (zero) of this lane's channel for the tile's first and second group row, as raw 16-bit patterns in
     // separate arrays so the per-block choice is a select, not a dynamically indexed (local-memory) array.
     uint16_t sc0[kNT], sc1[kNT], zc0[kNT], zc1[kNT];
@@ -385,10 +435,15 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
             ldmatrix_x4(dst[i], sa + row * kBK + swz_a(row, ks * 2 + a_ch) * 8);
         }
     };
-    auto load_b = [&](const uint32_t* sb, int blk, uint32_t (&dst)[kNT]) {
+    auto load_b = [&](const uint32_t* sb, int blk, uint32_t (&dst)[kNT], uint32_t (&dst2)[BITS == 6 ? kNT : 1]) {
 #pragma unroll
-        for (int j = 0; j < kNT; ++j)
+        for (int j = 0; j < kNT; ++j) {
             dst[j] = sb[b_line[j] * 32 + swz_b<BITS>(b_line[j], b_off[j] + blk) * 4 + (lane & 3)];
+            // 2-bit word v serves 4-bit words 2v (half 0) and 2v + 1 (half 1) of the same row.
+            if constexpr (BITS == 6)
+                dst2[j] = fp6::as_half0(
+                    sb[L::kLines * 32 + b_line[j] * 16 + (b_off[j] + blk) * 2 + ((lane >> 1) & 1)], lane & 1);
+        }
     };
     auto load_scales = [&](int s, int kt) {
         const T* ss = stg.s(s);
@@ -411,7 +466,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
         for (int b = 0; b < kSteps / kSPW; ++b)
             tile_groups |= (((k0 + b * 16 * kSPW) >> gshift) != g0) << b;
     };
-    auto convert = [&](int blk, const uint32_t (&raw)[kNT]) {
+    auto convert = [&](int blk, const uint32_t (&raw)[kNT], const uint32_t (&raw2)[BITS == 6 ? kNT : 1]) {
         const int r = (tile_groups >> blk) & 1;
 #pragma unroll
         for (int j = 0; j < kNT; ++j) {
@@ -421,6 +476,8 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
                 const uint16_t zbits = r ? zc1[j] : zc0[j];
                 const auto zq = has_zeros ? O::int8_zero(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym8;
                 O::int8_to_frag(raw[j], zq, s2, bfrag[j][0], bfrag[j][1]);
+            } else if constexpr (BITS == 6) {
+                fp6_to_frag<T>(raw[j], raw2[j], fp6_scaled, s2, bfrag[j]);
             } else {
                 const uint16_t zbits = r ? zc1[j] : zc0[j];
                 const auto zq = has_zeros ? O::int4_zero(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym4;
@@ -433,7 +490,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
         cp_async_wait<STAGES - 2>();
         __syncthreads();
         load_a(stg.x(0), 0, afrag[0]);
-        load_b(stg.b(0), 0, braw[0]);
+        load_b(stg.b(0), 0, braw[0], braw2[0]);
         load_scales(0, kt_begin);
     }
     for (int kt = kt_begin; kt < kt_end; ++kt) {
@@ -442,10 +499,11 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
         const uint32_t* sb = stg.b(s);
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
-            if (ks % kSPW == 0) convert(ks / kSPW, braw[(ks / kSPW) & 1]);
+            if (ks % kSPW == 0) convert(ks / kSPW, braw[(ks / kSPW) & 1], braw2[(ks / kSPW) & 1]);
             if (ks + 1 < kSteps) {
                 load_a(sa, ks + 1, afrag[(ks + 1) & 1]);
-                if ((ks + 1) % kSPW == 0) load_b(sb, (ks + 1) / kSPW, braw[((ks + 1) / kSPW) & 1]);
+                if ((ks + 1) % kSPW == 0)
+                    load_b(sb, (ks + 1) / kSPW, braw[((ks + 1) / kSPW) & 1], braw2[((ks + 1) / kSPW) & 1]);
             } else {
                 // Tile kt + 1 must have landed (S - 3 younger groups may still fly); after the barrier every
                 // thread is done reading tile kt - 1's buffer (and tile kt's), so refilling it is safe.
@@ -457,7 +515,7 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
                 if (kt + 1 < kt_end) {
                     const int s1 = (kt + 1 - kt_begin) % STAGES;
                     load_a(stg.x(s1), 0, afrag[0]);
-                    load_b(stg.b(s1), 0, braw[0]);
+                    load_b(stg.b(s1), 0, braw[0], braw2[0]);
                 }
             }
             const int st = ks % kSPW;
@@ -484,13 +542,15 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
             b0 = float(bias[n]);
             b1 = float(bias[n + 1]);
         }
+        const float f0 = channel_factor<BITS, T>(args, n), f1 = channel_factor<BITS, T>(args, n + 1);
 #pragma unroll
         for (int i = 0; i < kMT; ++i) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int m = m0 + warp_m * kWarpM + i * 16 + (lane >> 2) + 8 * h;
                 if (m >= args.m) continue;
-                const float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
+                const float v0 = scaled_sum<BITS>(acc[i][j][2 * h], f0, b0);
+                const float v1 = scaled_sum<BITS>(acc[i][j][2 * h + 1], f1, b1);
                 if (args.partials == nullptr) {
                     T2 out;
                     out.x = T(apply_epilogue(v0, args.ep));

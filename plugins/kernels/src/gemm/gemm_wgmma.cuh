@@ -126,16 +126,21 @@ template <int BITS, typename T>
 using ZeroPoint = decltype(zero_point<BITS, T>(0.f));
 
 // Dequantizes packed word `w` (word block `blk` of this lane's channel row h: g or g + 8 of its warp's 16) into
-// wgmma's register A fragments: INT8 fills k16 step blk, INT4 steps 2 blk and 2 blk + 1.
+// wgmma's register A fragments: INT8 fills k16 step blk, INT4 and FP6 steps 2 blk and 2 blk + 1. FP6: `w2` is the
+// 2-bit word (as half 0), `fp6_scaled` as fp6_to_frag's `scaled`.
 template <int BITS, typename T>
 __device__ __forceinline__ void word_to_a_frags(uint32_t w, ZeroPoint<BITS, T> zq, typename Ops<T>::T2 s2, int blk,
-                                                int h, uint32_t (&af)[kBK / 16][4]) {
+                                                int h, uint32_t (&af)[kBK / 16][4], uint32_t w2 = 0,
+                                                bool fp6_scaled = true) {
     using O = Ops<T>;
     if constexpr (BITS == 8) {
         O::int8_to_frag(w, zq, s2, af[blk][h], af[blk][2 + h]);
     } else {
         uint32_t b[4];
-        O::int4_to_frag(w, zq, s2, b);
+        if constexpr (BITS == 6)
+            fp6_to_frag<T>(w, w2, fp6_scaled, s2, b);
+        else
+            O::int4_to_frag(w, zq, s2, b);
         af[2 * blk][h] = b[0];
         af[2 * blk][2 + h] = b[1];
         af[2 * blk + 1][h] = b[2];
@@ -152,7 +157,7 @@ struct WgStage {
     static constexpr int kI = BITS == 8 ? 2 : 4;
     static constexpr int kLines = kBN / kI;
     static constexpr int kXBytes = TOK * kBK * 2;
-    static constexpr int kBBytes = kLines * 128;
+    static constexpr int kBBytes = kLines * packed_line_bytes(BITS);
     static constexpr int kSBytes = 2 * kBN * 2;
     static constexpr int kBytes = (kXBytes + kBBytes + 2 * kSBytes + 1023) / 1024 * 1024;
 };
@@ -178,7 +183,7 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
     const T* __restrict__ S = static_cast<const T*>(args.scales);
     const T* __restrict__ Z = static_cast<const T*>(args.zeros);
     const Stages<T, L> stg{smem};
-    constexpr int kXIters = TOK * 8 / kThreads, kBIters = (L::kLines * 8 + kThreads - 1) / kThreads;
+    constexpr int kXIters = TOK * 8 / kThreads, kBIters = line_iters<BITS, L::kLines, kThreads>();
     static_assert(TOK * 8 % kThreads == 0, "copy split must be exact");
     const T* x_src[kXIters];
     const int32_t* b_src[kBIters];
@@ -186,7 +191,8 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
     uint32_t x_ok = 0, b_ok = 0;
     tile_copies<false, L::kLines, kThreads, BITS>(args, tid, m0, n0, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
     auto load_stage = [&](int s, int kt) {
-        issue_copies<false>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst, b_ok);
+        issue_copies<false, four_bit_iters<L::kLines, kThreads>()>(stg, s, kt, x_src, x_dst, x_ok, b_src, b_dst,
+                                                                  b_ok);
         if (tid < kBN) copy_group_rows<kBN>(stg.s(s), stg.z(s), S, Z, tid, kt * kBK, n0, args);
     };
 
@@ -215,10 +221,14 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
             for (int h = 0; h < 2; ++h) {
                 const uint32_t w =
                     sb[w_line[h] * 32 + swz_b<BITS>(w_line[h], w_chunk0[h] + blk) * 4 + (lane & 3)];
+                const uint32_t w2 = BITS != 6 ? 0 : fp6::as_half0(sb[L::kLines * 32 + w_line[h] * 16 +
+                                                                     (w_chunk0[h] + blk) * 2 + ((lane >> 1) & 1)],
+                                                                  lane & 1);
                 const uint16_t sbits = ss[r * kBN + ch_local[h]];
                 const uint16_t zbits = has_zeros ? sz[r * kBN + ch_local[h]] : 0;
                 const auto zq = has_zeros ? zero_point<BITS, T>(float(*reinterpret_cast<const T*>(&zbits))) : zq_sym;
-                word_to_a_frags<BITS, T>(w, zq, O::bcast(*reinterpret_cast<const T*>(&sbits)), blk, h, af);
+                word_to_a_frags<BITS, T>(w, zq, O::bcast(*reinterpret_cast<const T*>(&sbits)), blk, h, af, w2,
+                                         args.group_shift != 31);
             }
         }
     };
@@ -268,13 +278,14 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
         const int n = n0 + ch_local[h];
         if (n >= args.n) continue;
         const float bv = (bias != nullptr && args.partials == nullptr) ? float(bias[n]) : 0.f;
+        const float f = channel_factor<BITS, T>(args, n);
 #pragma unroll
         for (int j = 0; j < TOK / 8; ++j) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int m = m0 + 8 * j + 2 * (lane & 3) + e;
                 if (m >= args.m) continue;
-                const float v = acc[4 * j + 2 * h + e] + bv;
+                const float v = scaled_sum<BITS>(acc[4 * j + 2 * h + e], f, bv);
                 if (args.partials == nullptr)
                     static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(apply_epilogue(v, args.ep));
                 else

@@ -72,7 +72,7 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
     WsGeometry g{};
     g.lines = ch / (bits == 8 ? 2 : 4);
     g.x_bytes = tok * kBK * 2;
-    g.w_bytes = g.lines * 128;
+    g.w_bytes = g.lines * packed_line_bytes(bits);  // FP6: the 2-bit words after the 4-bit lines
     g.s_bytes = 2 * ch * 2;  // up to two group rows (group 32 < 64)
     g.stage_bytes = (g.x_bytes + g.w_bytes + 2 * g.s_bytes + 1023) / 1024 * 1024;
     g.epi_pitch = ch + 4;  // floats
@@ -263,11 +263,11 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
 // TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
 // share the activation tile; PIECES: 2 where a CTA may take two pieces (stream-K), else 1 (whole tiles and the
 // tail split, whose code then stays that of a single piece: with the loop the 128 x 256 tile measured 15-20 %
-// slower).
+// slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines.
 template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES>
 __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
-                         const __grid_constant__ CUtensorMap tmap_w) {
+                         const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
     constexpr int kCH = kWsConsumers * MT * 64;
     constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS);
@@ -337,6 +337,9 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                     else
                         tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
                     tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
+                    if constexpr (BITS == 6)
+                        tma_load_2d(stage_x(s) + L.x_bytes + L.lines * 128, &tmap_w2, kt * (kBK / 4), n0 / kI,
+                                    full_bar + 8 * s);
                 }
                 for (int j = lane; j < kCH; j += 32)
                     copy_group_rows<kCH>(stage_s(s), stage_z(s), S, Z, j, kt * kBK, n0, args);
@@ -406,10 +409,16 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 for (int blk = 0; blk < kSteps / kSPW; ++blk) {
                     const bool second = ((k0 + blk * 16 * kSPW) >> gshift) != gr0;  // group 32: second group row
                     const uint32_t w = sw[w_base[mt][h] + ((w_chunk0[mt][h] + blk) ^ w_xor[mt][h]) * 4];
+                    const uint32_t w2 =
+                        BITS != 6 ? 0
+                                  : fp6::as_half0(sw[L.lines * 32 + (c / kI) * 16 + (w_chunk0[mt][h] + blk) * 2 +
+                                                     ((lane >> 1) & 1)],
+                                                  lane & 1);
                     const uint16_t sbits = second ? s_hi : s_lo, zbits = second ? z_hi : z_lo;
                     const float z = float(*reinterpret_cast<const T*>(&zbits));
                     word_to_a_frags<BITS, T>(w, has_zeros ? zero_point<BITS, T>(z) : zq_sym,
-                                             O::bcast(*reinterpret_cast<const T*>(&sbits)), blk, h, af[mt]);
+                                             O::bcast(*reinterpret_cast<const T*>(&sbits)), blk, h, af[mt], w2,
+                                             gshift != 31);
                 }
             }
     };
@@ -493,6 +502,12 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         // Epilogue (only ever the CTA's last piece, so the pipeline buffers are free for good): both consumer
         // warpgroups are past their last read of every stage before the staging tile overwrites them.
         // acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token 8j + 2 (t % 4) + (e & 1).
+        float f[MT][2];  // FP6 per channel: s * 2^12 (channel_factor; 1 for groups)
+        if constexpr (BITS == 6)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) f[mt][h] = channel_factor<BITS, T>(args, n0 + ch_local[mt][h]);
         consumers_sync();
         float* epi = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -501,7 +516,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] = acc[mt][4 * j + e];
+                    epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] =
+                        BITS == 6 ? acc[mt][4 * j + e] * f[mt][e >> 1] : acc[mt][4 * j + e];
         consumers_sync();
         store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
     }

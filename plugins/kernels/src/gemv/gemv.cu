@@ -39,10 +39,12 @@ trt_woq_status device_info(DeviceInfo* out) {
     return TRT_WOQ_OK;
 }
 
-/* NT = tiles of 8 channels per CTA; CLUSTER = may split K over a thread-block cluster (SM90); k_parts = places at
- * which a CTA walks its K range at once. */
-Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, const DeviceInfo& dev) {
+/* NT = tiles of 8 channels per CTA (XS: per warp); CLUSTER = may split K over a thread-block cluster (SM90); k_parts =
+ * places at which a CTA walks its K range at once; XS = the warps share one activation tile (the launcher sizes those
+ * CTAs). */
+Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, bool xs, const DeviceInfo& dev) {
     Plan pl;
+    pl.xs = xs;
     pl.k_parts = k_parts;
     pl.stages = kStages;
     pl.fit = !cluster && p->m <= 8;  // measured: INT8 8192 x 10240, M = 1, 35.9 -> 31.2 us (docs/performance.md)
@@ -62,7 +64,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     return pl;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1>
+template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
@@ -81,7 +83,7 @@ size_t no_workspace(const trt_woq_linear_params*, int32_t) {
     return 0;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1>
+template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // 4-byte scale/zero pairs are read with cp.async: 4-byte alignment (TensorRT gives 256).
     if ((reinterpret_cast<uintptr_t>(p->scales) | reinterpret_cast<uintptr_t>(p->zeros)) % 4 != 0) {
@@ -90,7 +92,7 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    const Plan plan = make_plan(p, NT, CLUSTER, KPARTS, dev);
+    const Plan plan = make_plan(p, NT, CLUSTER, KPARTS, XS, dev);
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) {
         return bf16 ? launch_f6_bf16(plan, p, stream) : launch_f6_f16(plan, p, stream);
@@ -122,16 +124,24 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
  *                 (N = 57344); also up to M = 12 with K < 8192 where the GEMV's CTAs fit in one wave: 4 tiles when
  *                 32-channel CTAs do (N = 4096), else 8 (N = 6144) (M = 10, 12: 10.2-10.3 vs 11.0 us, 15.1-15.2 vs
  *                 16.2-16.3 us; the GEMM from M = 14: 11.4 vs 11.2, 16.4 vs 15.9); elsewhere the GEMM's wgmma split-K
- *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672). */
-template <int NT, bool CLUSTER, int KPARTS = 1>
+ *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672);
+ *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation CTAs (score 101) where 256-channel
+ *                 CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344, M = 8: 109.9 vs
+ *                 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they measured slower. */
+template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
+    if (XS) {
+        DeviceInfo dev;
+        const bool wide = device_info(&dev) == TRT_WOQ_OK && (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
+        return p->weight_format == TRT_WOQ_WEIGHT_INT4 && sm >= 90 && p->m >= 2 && wide ? 101 : 2;
+    }
     int want_nt = 4;
     int want_kparts = 1;
     bool want_cluster = false;
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) {
         // From `python -m trt_woq.bench --methods fp6_pc --candidates fp6` on H100 (M = 1, 4, 8, 12, 16 on
         // 14336 x 4096, 4096 x 28672, 8192 x 57344): nt4 (4 K places from K = 8192) at M <= 4, nt6_kparts4 up to
-        // M = 8, nt8 over a cluster above (no GEMM family serves FP6).
+        // M = 8, nt8 over a cluster above (up to M = 16; the GEMM family's pick above).
         if (p->m <= 4) {
             want_kparts = p->k >= 8192 ? 4 : 1;
         } else if (p->m <= 8) {
@@ -178,60 +188,31 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* FP6 at any M: no tensor-core GEMM serves FP6, so this candidate runs the GEMV on blocks of 16 rows of X. Each
- * block reads the whole weight again: right at every M, fast only while the blocks are few. Taking every M makes it
- * a tactic over any TensorRT profile. */
-trt_woq_status supports_row_blocks(const trt_woq_linear_params* p, int32_t sm) {
-    trt_woq_linear_params block = *p;
-    block.m = std::min<int64_t>(kMaxM, p->m);
-    return supports<8, false>(&block, sm);
-}
-
-trt_woq_status launch_row_blocks(const trt_woq_linear_params* p, cudaStream_t stream) {
-    constexpr int64_t kElem = 2;  // bytes of an FP16 / BF16 activation or output
-    for (int64_t r = 0; r < p->m; r += kMaxM) {
-        trt_woq_linear_params block = *p;
-        block.m = std::min<int64_t>(kMaxM, p->m - r);
-        block.activation = static_cast<const char*>(p->activation) + r * p->k * kElem;
-        block.output = static_cast<char*>(p->output) + r * p->n * kElem;
-        const trt_woq_status s = block.m > 8 ? launch<8, false>(&block, stream) : launch<4, false>(&block, stream);
-        if (s != TRT_WOQ_OK) return s;
-    }
-    return TRT_WOQ_OK;
-}
-
-int32_t score_row_blocks(const trt_woq_linear_params*, int32_t) {
-    return 1;  // below every GEMV candidate; the only one for FP6 at M > 16
-}
-
 }  // namespace
 }  // namespace gemv
 
-// Every entry runs every (bits, activation, group, zeros, bias) combination; they differ in channels per CTA and
-// in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
+// Every entry runs every (bits, activation, group, zeros, bias) combination (the shared-activation one INT8 / INT4
+// only); they differ in channels per CTA and in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
 // are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
 // makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
-constexpr Serves kGemvServes = {kIntWeightOnlyLinear.weight_formats | bit(TRT_WOQ_WEIGHT_FP6_E3M2),
-                                 kIntWeightOnlyLinear.act_modes, kIntWeightOnlyLinear.ops,
-                                 kIntWeightOnlyLinear.epilogues};
-#define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS)                                                       \
-    {name, kGemvServes, gemv::supports<NT, CLUSTER, KPARTS>, gemv::no_workspace,                                 \
-     gemv::launch<NT, CLUSTER, KPARTS>, gemv::score<NT, CLUSTER, KPARTS>}
+#define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS, XS)                                                   \
+    {name, XS ? kIntWeightOnlyLinear : kWeightOnlyLinear, gemv::supports<NT, CLUSTER, KPARTS, XS>,               \
+     gemv::no_workspace, gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
 const Candidate kGemvCandidates[] = {
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1, false),
     // The same kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4),
-    {"rows16_gemv_fp6", {bit(TRT_WOQ_WEIGHT_FP6_E3M2), kGemvServes.act_modes, kGemvServes.ops, kGemvServes.epilogues},
-     gemv::supports_row_blocks, gemv::no_workspace, gemv::launch_row_blocks, gemv::score_row_blocks},
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4, false),
+    // Shared activations: 4 tiles per warp, 4 or 8 warps per CTA reading one activation tile, K over a cluster.
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xs_nt4_cluster", 4, true, 1, true),
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

@@ -17,11 +17,12 @@ namespace gemv {
 constexpr int kMaxM = 16;
 constexpr int kMaxWarps = 8;
 
-constexpr int kStages = 3;  // cp.async pipeline depth (chunks in flight per warp: kStages - 1)
+constexpr int kStages = 3;    // cp.async pipeline depth (chunks in flight per warp: kStages - 1)
+constexpr int kStagesXs = 4;  // the same for the shared-activation kernels (one barrier per chunk: one stage more)
 
 /* What the host decides before the launcher (which adds the cluster split from the kernel's occupancy). */
 struct Plan {
-    int nt;                // tiles of 8 output channels per CTA: 2, 4 or 8
+    int nt;                // tiles of 8 output channels per warp (xs) or per CTA: 2, 4 or 8
     int mt;                // 8 (M <= 8: A rows 8..15 are zero) or 16
     int warps;             // per CTA at most; they split the CTA's K range
     bool cluster;          // may split K over a thread-block cluster (SM90)
@@ -29,6 +30,7 @@ struct Plan {
     int sms;               // multiprocessors of the device
     int stages;            // kStages
     bool fit;              // fewer warps per CTA (down to half) when that makes every CTA resident at once
+    bool xs;               // shared activations: the warps own different channels and read one activation tile
     size_t smem_per_warp;  // stages x stage_bytes()
     int64_t tiles;         // CTAs along N
 };
@@ -41,13 +43,23 @@ trt_woq_status launch_i8_bf16(const Plan& plan, const trt_woq_linear_params* p, 
 trt_woq_status launch_f6_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_f6_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 
-/* Shared-memory bytes one warp's pipeline needs per stage (gemv_kernel's stage layout). */
-inline size_t stage_bytes(trt_woq_weight_format format, int nt, int64_t m) {
-    const int kc = format == TRT_WOQ_WEIGHT_INT8 ? 64 : 128;  // k per chunk
-    return static_cast<size_t>(nt) * 512       // weights (FP6: its 4-bit words): 32 lanes x 16 B per tile
-           + static_cast<size_t>(m) * kc * 2   // activations: m rows of the chunk
-           + static_cast<size_t>(nt) * 256     // scales and zeros: 32 lanes x 4 B each per tile
+/* Shared-memory bytes of one warp's weights, scales and zeros per stage (gemv_kernel's stage layout); the shared-
+ * activation kernels leave out the scale / zero areas their mode never reads. */
+inline size_t warp_stage_bytes(trt_woq_weight_format format, int nt, bool scales = true, bool zeros = true) {
+    return static_cast<size_t>(nt) * 512                               // weights (FP6: its 4-bit words): 32 x 16 B
+           + (scales ? static_cast<size_t>(nt) * 128 : 0)              // scales: 32 lanes x 4 B per tile
+           + (zeros ? static_cast<size_t>(nt) * 128 : 0)               // zeros: the same
            + (format == TRT_WOQ_WEIGHT_FP6_E3M2 ? static_cast<size_t>(nt) * 256 : 0);  // FP6 2-bit words: 8 B
+}
+
+/* Shared-memory bytes of the activations per stage: m rows of one chunk (128 k for INT4 / FP6, 64 for INT8). */
+inline size_t act_stage_bytes(trt_woq_weight_format format, int64_t m) {
+    return static_cast<size_t>(m) * (format == TRT_WOQ_WEIGHT_INT8 ? 64 : 128) * 2;
+}
+
+/* Shared-memory bytes one warp's pipeline needs per stage (its own activation copy). */
+inline size_t stage_bytes(trt_woq_weight_format format, int nt, int64_t m) {
+    return warp_stage_bytes(format, nt) + act_stage_bytes(format, m);
 }
 
 }  // namespace gemv

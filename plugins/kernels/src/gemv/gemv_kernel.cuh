@@ -224,12 +224,6 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
     for (int i = 0; i < 4; ++i) c[i] = c2[0][i] + c2[1][i];
 }
 
-/* (2^12, 2^12) as a pair of T: the FP6 converters' outputs are value * 2^-12 (converters_fp6.cuh). */
-template <typename T>
-__device__ __forceinline__ typename Pair<T>::type fp6_bias_pair() {
-    return detail::as_pair<typename Pair<T>::type>(std::is_same<T, half>::value ? 0x6C006C00u : 0x45804580u);
-}
-
 /* The arrangement (every M): tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as
  * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
  * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
@@ -267,7 +261,7 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
                 }
 #pragma unroll
                 for (int i = 0; i < kPairs; ++i) {  // fine groups: 2^12 first (exact), so value * s rounds once
-                    if (FINE) p[u][i] = __hmul2(__hmul2(p[u][i], fp6_bias_pair<T>()), u % 2 == 0 ? s0 : s1);
+                    if (FINE) p[u][i] = __hmul2(__hmul2(p[u][i], fp6::bias_pair<T>()), u % 2 == 0 ? s0 : s1);
                 }
             } else {
                 convert_word<T, BITS>(words[u], p[u]);
@@ -288,7 +282,7 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
     }
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES>
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, bool XS>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
     // FP6 (layout 2): the 4-bit words sit where layout 1 puts INT4, so FP6 takes INT4's geometry; its 2-bit words
@@ -313,7 +307,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2;
     const int q = lane & 3;
-    const int n_base = blockIdx.y * 8 * NT;
+    // XS: warp w owns tiles w NT .. w NT + NT - 1 of the CTA's and every warp walks all of its chunks.
+    const int cta_base = blockIdx.y * 8 * NT * (XS ? warps : 1);
+    const int n_base = cta_base + (XS ? warp * 8 * NT : 0);
     const int nchunks = (a.k + KC - 1) / KC;
     const int c_begin = blockIdx.x * a.chunks_per_split;
     const int c_end = min(nchunks, c_begin + a.chunks_per_split);
@@ -322,14 +318,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr bool fine = MODE == kFineGroup;
     const int m = a.m;
 
-    // Per-warp pipeline: STAGES x [weights NT x 32 x 16 B | activations m x KC x 2 B | scales NT x 32 x 4 B |
-    // zeros NT x 32 x 4 B].
-    const uint32_t x_off = NT * 512;
-    const uint32_t s_off = x_off + m * KC * 2;
-    const uint32_t z_off = s_off + NT * 128;
-    const uint32_t l_off = z_off + NT * 128;  // FP6: 2-bit words, NT x 32 x 8 B
-    const uint32_t stage_bytes = l_off + (kFp6 ? NT * 256 : 0);
-    const uint32_t warp_smem = smem_addr(smem) + warp * STAGES * stage_bytes;
+    // A warp's part of a stage: [weights NT x 32 x 16 B | scales NT x 32 x 4 B | zeros NT x 32 x 4 B | FP6: 2-bit
+    // words NT x 32 x 8 B]; the activations of a stage are m x KC x 2 B. Per-warp pipeline (!XS): STAGES x [warp part |
+    // activations] per warp. XS: STAGES x [activations | warp 0's part | warp 1's part ...], the activations copied
+    // by the whole CTA and read by every warp.
+    // XS leaves out the scale and zero areas the mode never reads.
+    const uint32_t s_off = NT * 512;
+    const uint32_t z_off = s_off + (XS && !GROUPED ? 0 : NT * 128);
+    const uint32_t l_off = z_off + (XS && !(GROUPED && ZEROS) ? 0 : NT * 128);
+    const uint32_t part_bytes = l_off + (kFp6 ? NT * 256 : 0);
+    const uint32_t x_bytes = m * KC * 2;
+    const uint32_t stage_bytes = XS ? x_bytes + warps * part_bytes : part_bytes + x_bytes;
+    const uint32_t stage0 = smem_addr(smem) + (XS ? 0 : warp * STAGES * stage_bytes);
+    const uint32_t w_in_stage = XS ? x_bytes + warp * part_bytes : 0;
+    const uint32_t x_in_stage = XS ? 0 : part_bytes;
+    auto w_stage = [&](int stage) -> uint32_t { return stage0 + stage * stage_bytes + w_in_stage; };
+    auto x_stage = [&](int stage) -> uint32_t { return stage0 + stage * stage_bytes + x_in_stage; };
 
     // Per-lane sources (chunk 0); each chunk adds kStride to weights and KC to activations.
     const unsigned char* wptr[NT];
@@ -356,7 +360,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
     for (int j = 0; j < NT; ++j) scol[j] = nvalid[j] ? ((n_base + 8 * j + g) & ~1) : 0;
     auto issue = [&](int chunk, int stage) {
-        const uint32_t st = warp_smem + stage * stage_bytes;
+        const uint32_t st = w_stage(stage);
+        const uint32_t xst = x_stage(stage);
         const int kc0 = chunk * KC;
         const int k0 = kc0 + q * BK;
         const bool kvalid = k0 < a.k;
@@ -367,15 +372,28 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
             for (int j = 0; j < NT; ++j) cp8(st + l_off + (j * 32 + lane) * 8, lptr[j] + woff / 2, nvalid[j] && kvalid);
         }
-        if (g < m) {
-            const T* xs = xrow_a + (kvalid ? kc0 : 0);
+        if constexpr (XS) {
+            // The CTA's threads copy the m x KC activations, vector u of row r (k 8u .. 8u + 7) to the slot of lane
+            // block u / kVec, vector u % kVec. A lane block lies wholly inside or past K (K % 64 == 0).
+            constexpr int kRowVec = KC * 2 / 16;
+            for (int i = threadIdx.x; i < m * kRowVec; i += blockDim.x) {
+                const int r = i / kRowVec;
+                const int u = i % kRowVec;
+                const bool valid = kc0 + 8 * u < a.k;
+                cp16(xst + act_offset<GB>(r, u / kVec, u % kVec), a.x + static_cast<size_t>(r) * a.k + (valid ? kc0 + 8 * u : 0),
+                     valid);
+            }
+        } else {
+            if (g < m) {
+                const T* xs = xrow_a + (kvalid ? kc0 : 0);
 #pragma unroll
-            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<GB>(g, q, v), xs + 8 * v, kvalid);
-        }
-        if (MT == 16 && g + 8 < m) {
-            const T* xs = xrow_b + (kvalid ? kc0 : 0);
+                for (int v = 0; v < kVec; ++v) cp16(xst + act_offset<GB>(g, q, v), xs + 8 * v, kvalid);
+            }
+            if (MT == 16 && g + 8 < m) {
+                const T* xs = xrow_b + (kvalid ? kc0 : 0);
 #pragma unroll
-            for (int v = 0; v < kVec; ++v) cp16(st + x_off + act_offset<GB>(g + 8, q, v), xs + 8 * v, kvalid);
+                for (int v = 0; v < kVec; ++v) cp16(xst + act_offset<GB>(g + 8, q, v), xs + 8 * v, kvalid);
+            }
         }
         if (GROUPED) {
             const size_t row = static_cast<size_t>((kvalid ? k0 : kc0) >> a.group_shift) * a.n;
@@ -401,7 +419,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
     for (int i = 0; i < kChannelsPerLane; ++i) {
         const int t = lane + 32 * i;
-        const bool mine = warp == 0 && t < kChannels && n_base + t < a.n;
+        const bool mine = (XS || warp == 0) && t < kChannels && n_base + t < a.n;
         early_scale[i] = (!GROUPED && mine) ? ldg_u16_early(a.scales + n_base + t) : 0u;
         early_bias[i] = (a.bias != nullptr && mine) ? ldg_u16_early(a.bias + n_base + t) : 0u;
     }
@@ -426,11 +444,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     for (int j = 0; j < (kTwoAcc ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
 
     // The CTA walks its K range at k_parts places at once: warp w takes chunks of contiguous part w % k_parts, so each
-    // packed row is read at k_parts fronts (k_parts = 1: chunk c -> warp c % warps).
-    const int part = warp % a.k_parts;
-    const int part_warps = warps / a.k_parts;
-    const int part_end = c_begin + (c_end - c_begin) * (part + 1) / a.k_parts;
-    const int first = c_begin + (c_end - c_begin) * part / a.k_parts + warp / a.k_parts;
+    // packed row is read at k_parts fronts (k_parts = 1: chunk c -> warp c % warps). XS: every warp takes every chunk.
+    const int part = XS ? 0 : warp % a.k_parts;
+    const int part_warps = XS ? 1 : warps / a.k_parts;
+    const int part_end = XS ? c_end : c_begin + (c_end - c_begin) * (part + 1) / a.k_parts;
+    const int first = XS ? c_begin : c_begin + (c_end - c_begin) * part / a.k_parts + warp / a.k_parts;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         const int c = first + s * part_warps;
@@ -442,6 +460,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     int stage = 0;
     for (int c = first; c < part_end; c += part_warps) {
         cp_wait<STAGES - 2>();  // this lane's copies of chunk c have landed
+        // XS: every thread's copies of chunk c have landed, and every warp is done with the slot refilled below.
+        if constexpr (XS) __syncthreads();
         {
             const int cn = c + (STAGES - 1) * part_warps;
             const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
@@ -450,16 +470,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             }
             cp_commit();
         }
-        const uint32_t st = warp_smem + stage * stage_bytes;
+        const uint32_t st = w_stage(stage);
+        const uint32_t xst = x_stage(stage);
         uint4 xa[kVec];
         uint4 xb[MT == 16 ? kVec : 1];
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
-            xa[v] = g < m ? lds128(st + x_off + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
+            xa[v] = g < m ? lds128(xst + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
-            xb[v] = (MT == 16 && g + 8 < m) ? lds128(st + x_off + act_offset<GB>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
+            xb[v] = (MT == 16 && g + 8 < m) ? lds128(xst + act_offset<GB>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
         }
         // Folded conversion: the chunk's row sums per column tile, once for all tiles (c0/c1 offsets, c2/c3 plain
         // sums).
@@ -577,94 +598,98 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     }
     __syncthreads();
     constexpr int kOutputs = NT * MT * 8;
-    float* fin = red + warps * kOutputs;
-    // red, fin and these two [kChannels] arrays fit in the pipeline's shared memory (>= STAGES x NT x 512 B per warp),
-    // even with one warp.
+    // The CTA's sums: summed over the warps, or (XS) each warp's own channels as they stand.
+    float* fin = XS ? red : red + warps * kOutputs;
+    const int outs = XS ? warps * kOutputs : kOutputs;
+    // red, fin and the [kChannels] arrays (per warp for XS) fit in the pipeline's shared memory (>= STAGES x NT x
+    // 512 B per warp), even with one warp.
     static_assert(2 * MT * 8 * 4 + 2 * 8 * 4 <= STAGES * 512, "epilogue buffers exceed the pipeline's shared memory");
-    float* chan_scale = fin + kOutputs;
-    float* chan_bias = chan_scale + kChannels;
-    if (warp == 0) {
+    float* chan_scale = fin + outs;
+    float* chan_bias = chan_scale + (XS ? warps : 1) * kChannels;
+    if (XS || warp == 0) {
+        const int c0 = XS ? warp * kChannels : 0;
 #pragma unroll
         for (int i = 0; i < kChannelsPerLane; ++i) {
             const int t = lane + 32 * i;
             if (t < kChannels) {
-                chan_scale[t] = to_float(pick<T>(early_scale[i], 0)) * (kFp6 ? fp6::kBiasScale : 1.0f);
-                chan_bias[t] = to_float(pick<T>(early_bias[i], 0));
+                chan_scale[c0 + t] = to_float(pick<T>(early_scale[i], 0)) * (kFp6 ? fp6::kBiasScale : 1.0f);
+                chan_bias[c0 + t] = to_float(pick<T>(early_bias[i], 0));
             }
         }
     }
     const int nsplit = gridDim.x;
-    for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
-        float sum = 0.0f;
-        for (int w = 0; w < warps; ++w) sum += red[w * kOutputs + o];
-        fin[o] = sum;
+    if constexpr (!XS) {
+        for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
+            float sum = 0.0f;
+            for (int w = 0; w < warps; ++w) sum += red[w * kOutputs + o];
+            fin[o] = sum;
+        }
     }
+    // Output o of the CTA: tile j of the CTA (XS: warp j / NT's tile j % NT), activation row, channel of the tile.
+    auto output_at = [&](int o, int* row, int* ch) {
+        *row = (o / 8) % MT;
+        *ch = 8 * (o / (MT * 8)) + o % 8;
+        return *row < m && cta_base + *ch < a.n;
+    };
+    auto store = [&](int row, int ch, float sum) {
+        if (!GROUPED) sum *= chan_scale[ch];
+        if (a.bias != nullptr) sum += chan_bias[ch];
+        a.y[static_cast<size_t>(row) * a.n + cta_base + ch] = from_float<T>(apply_epilogue(sum, a.ep));
+    };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     if (nsplit > 1) {
+        // Rank r of the cluster adds slice r of the outputs over every CTA's fin and stores it: the distributed
+        // shared-memory reads are spread over the cluster instead of left to one CTA.
         cg::cluster_group cluster = cg::this_cluster();
-        cluster.sync();  // every CTA's fin is complete
-        if (cluster.block_rank() == 0) {
-            for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
-                float sum = fin[o];
-                for (int r = 1; r < nsplit; ++r) sum += cluster.map_shared_rank(fin, r)[o];
-                fin[o] = sum;
-            }
+        cluster.sync();  // every CTA's fin and channel arrays are complete
+        const int rank = static_cast<int>(cluster.block_rank());
+        for (int o = outs * rank / nsplit + threadIdx.x; o < outs * (rank + 1) / nsplit; o += blockDim.x) {
+            int row, ch;
+            if (!output_at(o, &row, &ch)) continue;
+            float sum = 0.0f;
+            for (int r = 0; r < nsplit; ++r) sum += cluster.map_shared_rank(fin, r)[o];
+            store(row, ch, sum);
         }
-        cluster.sync();  // the others' shared memory stays alive until rank 0 has read it
-        if (cluster.block_rank() != 0) return;
+        cluster.sync();  // every CTA's shared memory stays alive until the others have read it
+        return;
     }
 #endif
-    if (nsplit == 1) __syncthreads();
-    for (int o = threadIdx.x; o < kOutputs; o += blockDim.x) {
-        const int j = o / (MT * 8);
-        const int row = (o / 8) % MT;
-        const int col = o % 8;
-        const int c = n_base + 8 * j + col;
-        if (row >= m || c >= a.n) continue;
-        float sum = fin[o];
-        if (!GROUPED) sum *= chan_scale[8 * j + col];
-        if (a.bias != nullptr) sum += chan_bias[8 * j + col];
-        a.y[static_cast<size_t>(row) * a.n + c] = from_float<T>(apply_epilogue(sum, a.ep));
+    __syncthreads();
+    for (int o = threadIdx.x; o < outs; o += blockDim.x) {
+        int row, ch;
+        if (output_at(o, &row, &ch)) store(row, ch, fin[o]);
     }
 }
 
 /* ---- host side ---- */
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES>
-trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p, cudaStream_t stream) {
-    Plan plan = plan_in;
-    Args<T> a;
-    a.x = static_cast<const T*>(p->activation);
-    a.w = static_cast<const unsigned char*>(p->packed_weight);
-    a.scales = static_cast<const T*>(p->scales);
-    a.zeros = static_cast<const T*>(p->zeros);
-    a.bias = static_cast<const T*>(p->bias);
-    a.y = static_cast<T*>(p->output);
-    a.m = static_cast<int>(p->m);
-    a.n = static_cast<int>(p->n);
-    a.k = static_cast<int>(p->k);
-    a.ep = epilogue_of(*p);
-    a.group_shift = 0;
-    while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
-    auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES>;
+/* A launch's shape: grid (nsplit, tiles), warps per CTA, dynamic shared memory, chunks per split. */
+struct Launch {
+    int nsplit = 1;
+    int64_t tiles = 0;
+    int warps = 1;
+    size_t smem = 0;
+    int cps = 0;
+};
+
+/* Per-warp pipelines (!XS): the plan's CTAs of NT tiles; K split over a cluster (plan.cluster) to fill every resident
+ * slot once, at most 8 CTAs (the portable cluster size), at least two chunks per warp. */
+template <typename Kernel>
+trt_woq_status plan_warp_private(Kernel kernel, const Plan& plan, int64_t nchunks, Launch* out) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(plan.warps * plan.smem_per_warp));
     if (err != cudaSuccess) return record_cuda_error(err);
-    // Resident CTAs per SM decide how far K is split over a cluster: fill every slot once, at most 8 (the
-    // portable cluster size), at least two chunks per warp.
     int per_sm = 0;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.warps * 32,
                                                         plan.warps * plan.smem_per_warp);
     if (err != cudaSuccess) return record_cuda_error(err);
-    const int64_t kc = BITS == 8 ? 64 : 128;
-    const int64_t nchunks = (p->k + kc - 1) / kc;
     const int64_t slots = static_cast<int64_t>(std::max(per_sm, 1)) * plan.sms;
     int nsplit = 1;
     if (plan.cluster) {
         nsplit = 8;
         while (nsplit > 1 && (plan.tiles * nsplit > slots || nchunks < 2 * plan.warps * nsplit)) --nsplit;
     }
-    int cps = static_cast<int>((nchunks + nsplit - 1) / nsplit);
+    const int cps = static_cast<int>((nchunks + nsplit - 1) / nsplit);
     nsplit = static_cast<int>((nchunks + cps - 1) / cps);
     int warps = plan.warps;
     if (plan.fit && nsplit == 1 && static_cast<int64_t>(per_sm) * plan.sms < plan.tiles) {
@@ -681,41 +706,107 @@ trt_woq_status launch_kernel(const Plan& plan_in, const trt_woq_linear_params* p
         }
     }
     while (warps > 1 && cps < 2 * warps) --warps;
-    a.k_parts = std::min(plan.k_parts, warps);
-    warps -= warps % a.k_parts;
-    a.chunks_per_split = cps;
-    const size_t smem = warps * plan.smem_per_warp;
-    const dim3 grid(static_cast<unsigned>(nsplit), static_cast<unsigned>(plan.tiles));
-    const dim3 block(static_cast<unsigned>(warps * 32));
-    if (nsplit == 1) {
-        kernel<<<grid, block, smem, stream>>>(a);
+    out->nsplit = nsplit;
+    out->tiles = plan.tiles;
+    out->warps = warps;
+    out->cps = cps;
+    return TRT_WOQ_OK;
+}
+
+/* Shared activations (XS): CTAs of 8 warps x NT tiles, or 4 warps where 8-warp CTAs leave more than a tenth of the SMs
+ * idle; K split over a cluster (at most 8 CTAs) as far as every CTA stays resident and each split keeps STAGES chunks. */
+template <typename Kernel>
+trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_linear_params* p, int nt, int stages,
+                             int64_t nchunks, Launch* out) {
+    const size_t part = warp_stage_bytes(p->weight_format, nt, p->group_size != -1, p->group_size != -1 && p->zeros);
+    const size_t act = act_stage_bytes(p->weight_format, p->m);
+    for (int warps = kMaxWarps; warps >= kMaxWarps / 2; warps /= 2) {
+        const size_t smem = stages * (act + warps * part);
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        if (err != cudaSuccess) return record_cuda_error(err);
+        int per_sm = 0;
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem);
+        if (err != cudaSuccess) return record_cuda_error(err);
+        const int64_t slots = static_cast<int64_t>(std::max(per_sm, 1)) * plan.sms;
+        const int64_t tiles = (p->n + 8 * nt * warps - 1) / (8 * nt * warps);
+        int nsplit = 8;
+        while (nsplit > 1 && (tiles * nsplit > slots || nchunks < static_cast<int64_t>(stages) * nsplit)) --nsplit;
+        const int cps = static_cast<int>((nchunks + nsplit - 1) / nsplit);
+        out->nsplit = static_cast<int>((nchunks + cps - 1) / cps);
+        out->tiles = tiles;
+        out->warps = warps;
+        out->smem = smem;
+        out->cps = cps;
+        if (10 * tiles * out->nsplit >= 9 * static_cast<int64_t>(plan.sms)) break;
+    }
+    return TRT_WOQ_OK;
+}
+
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, bool XS>
+trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    Args<T> a;
+    a.x = static_cast<const T*>(p->activation);
+    a.w = static_cast<const unsigned char*>(p->packed_weight);
+    a.scales = static_cast<const T*>(p->scales);
+    a.zeros = static_cast<const T*>(p->zeros);
+    a.bias = static_cast<const T*>(p->bias);
+    a.y = static_cast<T*>(p->output);
+    a.m = static_cast<int>(p->m);
+    a.n = static_cast<int>(p->n);
+    a.k = static_cast<int>(p->k);
+    a.ep = epilogue_of(*p);
+    a.group_shift = 0;
+    while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
+    auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES, XS>;
+    const int64_t kc = BITS == 8 ? 64 : 128;
+    const int64_t nchunks = (p->k + kc - 1) / kc;
+    Launch l;
+    const trt_woq_status s = XS ? plan_shared_x(kernel, plan, p, NT, STAGES, nchunks, &l)
+                                : plan_warp_private(kernel, plan, nchunks, &l);
+    if (s != TRT_WOQ_OK) return s;
+    a.k_parts = XS ? 1 : std::min(plan.k_parts, l.warps);
+    if (!XS) {
+        l.warps -= l.warps % a.k_parts;
+        l.smem = l.warps * plan.smem_per_warp;
+    }
+    a.chunks_per_split = l.cps;
+    const dim3 grid(static_cast<unsigned>(l.nsplit), static_cast<unsigned>(l.tiles));
+    const dim3 block(static_cast<unsigned>(l.warps * 32));
+    if (l.nsplit == 1) {
+        kernel<<<grid, block, l.smem, stream>>>(a);
         return check_launch();
     }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = l.smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(nsplit);
+    attr[0].val.clusterDim.x = static_cast<unsigned>(l.nsplit);
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    err = cudaLaunchKernelEx(&cfg, kernel, a);
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
     return err == cudaSuccess ? check_launch() : record_cuda_error(err);
 }
 
 /* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */
 template <typename T, int BITS, int MODE, bool ZEROS>
 trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    if constexpr (BITS != 6) {  // no FP6 candidate shares activations
+        if (plan.xs) {
+            return plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStagesXs, true>(plan, p, stream)
+                                : launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStagesXs, true>(plan, p, stream);
+        }
+    }
     switch (plan.nt * 100 + plan.mt) {
-        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages>(plan, p, stream);
-        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages>(plan, p, stream);
-        case 608: return launch_kernel<T, BITS, MODE, ZEROS, 6, 8, kStages>(plan, p, stream);
-        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages>(plan, p, stream);
-        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages>(plan, p, stream);
+        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages, false>(plan, p, stream);
+        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages, false>(plan, p, stream);
+        case 608: return launch_kernel<T, BITS, MODE, ZEROS, 6, 8, kStages, false>(plan, p, stream);
+        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages, false>(plan, p, stream);
+        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages, false>(plan, p, stream);
         default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
 }

@@ -9,14 +9,22 @@
  *   gemm_s8:       mma.sync.m16n8k32 s8 (SM80+) on the packed bytes (U ^ 0x80 = the signed code q = U - 128),
  *                  cp.async multi-stage pipeline; per K group g it adds
  *                  s_a[m, g] * s_w[g, n] * C_g[m, n] (+ o_a[m, g] * weight_sums[g, n] * s_w[g, n]) in FP32.
+ *   gemm_s8_ws:    SM90a, per-channel weights: warp-specialized wgmma s8 x u8 with both operands fed by TMA into an
+ *                  mbarrier pipeline, persistent grid with a K split of the last wave (the dispatch's SM90 path).
+ *   gemm_s8_wgmma: SM90a, the same product fed by cp.async from every thread (by candidate id only).
  *   M <= 16:       the INT8 weight-only GEMV on the same packed weights and scales (no activation quantization).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <cuda.h>           // CUtensorMap
+#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
+
+#include <algorithm>
+
 #include "../candidates.h"
-#include "../gemm/gemm_wgmma.cuh"  // cp.async / ldmatrix / wgmma wrappers, descriptors, the CTA rasterization
+#include "../gemm/gemm_wgmma_ws.cuh"  // cp.async / ldmatrix / wgmma / mbarrier / TMA / setmaxnreg, rasterization
 
 namespace trt_woq {
 namespace w8a8 {
@@ -424,18 +432,79 @@ struct WgmmaS8<256> {
     }
 };
 
-struct WgArgs {
-    const int8_t* a;         // [M, K] codes
+// The dequantizing epilogue's inputs (per-channel weights: one group).
+struct EpiArgs {
     const float* a_scales;   // [M]
     const float* a_offsets;  // [M]
     const int* a_sums;       // [M]
-    const int8_t* b;         // packed weights as bytes
     const void* scales;      // [N] T
     const int* weight_sums;  // [N] or nullptr
     const void* bias;        // [N] T or nullptr
     void* c;                 // [M, N] T
-    int m, n, k;
+    int m, n;
 };
+
+struct WgArgs {
+    const int8_t* a;  // [M, K] codes
+    const int8_t* b;  // packed weights as bytes
+    EpiArgs epi;
+    int k;
+};
+
+// Dequantizes channels n, n + 1 of token m from their INT32 sums c0, c1 and stores them with the bias. The product
+// is C' = C + 128 * sum a (B holds U = q + 128), so `zero_sum` = 128 times the row's code sum comes off first.
+template <typename T, bool ASYM>
+__device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, int c0, int c1, float sa, float oa,
+                                             int zero_sum) {
+    const T* sw = static_cast<const T*>(args.scales);
+    const T* bias = static_cast<const T*>(args.bias);
+    const int c[2] = {c0, c1};
+    float y[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const float s = to_float(sw[n + e]);
+        y[e] = sa * (s * (float)(c[e] - zero_sum));
+        if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
+        if (bias) y[e] += to_float(bias[n + e]);
+    }
+    T pair[2];
+    if constexpr (std::is_same<T, half>::value) {
+        *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y[0], y[1]);
+    } else {
+        *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y[0], y[1]);
+    }
+    *reinterpret_cast<uint32_t*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
+}
+
+// Stores one m64 wgmma accumulator block of NJ x 8 columns: acc[4j + 2h + e] is token `row + 8h` (row: this lane's
+// g = lane / 4 within its warp's 16) and column 8j + 2 (lane % 4) + e. A column is channel n0 + column, or with
+// LINES (the packed-line operand, gemm_s8_ws) line n0 / 2 + column, whose channels 2 column and 2 column + 1 are in
+// acc[...] and acc[4 NJ + ...] (the even and the odd channels' products).
+template <int NJ, bool LINES, typename T, bool ASYM>
+__device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& args, int row, int n0, int lane) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = row + 8 * h;
+        if (m >= args.m) continue;
+        const float sa = args.a_scales[m], oa = ASYM ? args.a_offsets[m] : 0.f;
+        const int zero_sum = 128 * args.a_sums[m];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const int col = 8 * j + 2 * (lane % 4);
+            if constexpr (LINES) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int n = n0 + 2 * (col + e);
+                    if (n < args.n)  // N is even
+                        dequant_pair<T, ASYM>(args, m, n, acc[4 * j + 2 * h + e], acc[4 * NJ + 4 * j + 2 * h + e], sa,
+                                              oa, zero_sum);
+                }
+            } else if (n0 + col < args.n) {
+                dequant_pair<T, ASYM>(args, m, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], sa, oa, zero_sum);
+            }
+        }
+    }
+}
 
 // CTA: BM / 64 warpgroups (BM tokens) x BN channels.
 template <int BM, int BN, typename T, bool ASYM>
@@ -458,14 +527,14 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 #pragma unroll
         for (int it = 0; it < BM * 8 / kThreads; ++it) {
             const int i = tid + it * kThreads, row = i / 8, chunk = i % 8;
-            const bool ok = m0 + row < args.m;
+            const bool ok = m0 + row < args.epi.m;
             const int8_t* src = args.a + (ok ? (size_t)(m0 + row) * args.k + kt * kWgBK + chunk * 16 : 0);
             cp_async16(sa + row * 128 + (chunk ^ (row & 7)) * 16, src, ok);
         }
 #pragma unroll
         for (int it = 0; it < BN * 8 / kThreads; ++it) {
             const int i = tid + it * kThreads, row = i / 8, chunk = i % 8, n = n0 + row;
-            const bool ok = n < args.n;
+            const bool ok = n < args.epi.n;
             // chunk c of channel n: 64-k segment kt * 2 + c / 4 of line n / 2, half n % 2, 16 bytes c % 4
             const int8_t* src = args.b + (ok ? (size_t)(n / 2) * line_bytes + (size_t)(kt * 2 + chunk / 4) * 128 +
                                                    (n % 2) * 64 + (chunk % 4) * 16
@@ -502,39 +571,258 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
     gemm::wgmma_wait<0>();
     cp_async_wait<0>();
 
-    // acc[4j + e]: token row 16 wq + g (+8 for e >= 2) of this warpgroup's 64, channel 8j + 2(t%4) + (e & 1).
-    const T* sw = static_cast<const T*>(args.scales);
-    const T* bias = static_cast<const T*>(args.bias);
-    T* c = static_cast<T*>(args.c);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int m = m0 + wg * 64 + wq * 16 + lane / 4 + 8 * h;
-        if (m >= args.m) continue;
-        const float sa = args.a_scales[m], oa = ASYM ? args.a_offsets[m] : 0.f;
-        const int zero_sum = 128 * args.a_sums[m];
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int n = n0 + 8 * j + 2 * (lane % 4);
-            if (n >= args.n) continue;  // N is even
-            float y[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float s = to_float(sw[n + e]);
-                y[e] = sa * (s * (float)(acc[4 * j + 2 * h + e] - zero_sum));
-                if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
-                if (bias) y[e] += to_float(bias[n + e]);
-            }
-            T pair[2];
-            if constexpr (std::is_same<T, half>::value) {
-                *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y[0], y[1]);
-            } else {
-                *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y[0], y[1]);
-            }
-            *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
-        }
-    }
+    dequant_store<BN / 8, false, T, ASYM>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4, n0, lane);
 #else
     __trap();  // built without sm_90a: wgmma_supports() never selects this kernel on such a device
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// SM90a warp-specialized GEMM (per-channel weights). The same product as gemm_s8_wgmma (A = codes s8, B = the
+// stored weight bytes U u8, both K-major from shared memory, m64nNk32), fed by TMA:
+//   * warp 0 of the producer warpgroup (one lane) loads each stage of 128 k; layout 1 stays as it is in memory,
+//     [N / 2 lines][K / 64 segments][2 channels][64 bytes] (docs/layouts.md step 4), read in one of two ways:
+//     - 64-byte rows (LINES = false): the codes [BM x 64 k] through a 2D map of [M, K] and the weights through a 4D
+//       map of that shape, whose box {64 bytes, both channels, one segment, BN / 2 lines} lands as BN channel rows
+//       of 64 k: two 64-k halves per stage, 64-byte swizzle (16-byte chunk c of row r at c ^ (r / 2) % 4).
+//     - packed lines (LINES = true): the codes [BM x 128 k] and the weight lines [BN / 2 lines x 128 bytes] of each
+//       64-k segment through 2D maps, 128-byte swizzle (chunk c of row r at c ^ r % 8): every TMA row is 128
+//       contiguous bytes. A line row is then a K-major row of 128 "k" whose first 64 bytes are the even channel's
+//       64 k and whose last 64 the odd channel's, so one wgmma (N = lines) at byte offset 0 / 32 multiplies the even
+//       channels and one at 64 / 96 the odd ones; their sums are kept apart (acc[..even], acc[..odd]) and the
+//       epilogue interleaves them back.
+//     Rows past M or lines past N / 2 are zero-filled by TMA. Stages complete on a "full" mbarrier (transaction
+//     bytes) and are released on an "empty" one (one arrival per consumer thread once its wgmma group has read them).
+//   * 2 consumer warpgroups (setmaxnreg moves the producer warpgroup's registers to them): WGM = 2 splits the
+//     tile's tokens between them (MT m64 blocks each, all BN = BNW channels), WGM = 1 its channels (64 tokens,
+//     BNW channels each). One wgmma group per stage stays in flight while the next stage is awaited.
+//   * CLUSTER = 2: the two CTAs of a cluster take neighbouring M tiles of the same channels and each loads half of
+//     the weight tile with a multicast TMA into both, so each weight byte crosses L2 once per pair (the tile's
+//     L2 traffic per MAC drops by a third at 128 x 256; measured no faster, so by candidate id only). A stage is
+//     then refilled only once the consumers of both CTAs released it (each consumer thread arrives on both CTAs'
+//     "empty" barriers, the last stage included), and the producer waits for its last stages' releases before it
+//     exits, so no CTA exits while its peer may still arrive on its barriers.
+//   * schedule, in units of one cluster's tiles: the work items are first the dp_tiles whole units (the full
+//     waves), then the last partial wave's units split along K in `split` slices of `share` stages each, so that
+//     wave fills the SMs. The grid is persistent (one wave: at most one CTA per SM): CTA c takes items c, c + grid,
+//     ... in order, and its producer runs on into the next item's stages while the consumers store the last one.
+//     Slices 0 .. split - 2 store their INT32 sums to their own slot (coalesced, register order) and count on the
+//     tile's flag; the last slice (the highest item of the tile) waits for the count, adds the slots in order
+//     (exact: integers) and runs the epilogue. dp_tiles is a multiple of the grid, so a split slice is its CTA's
+//     last item and a tail's partners are CTAs of lower index, launched before it: no wait on a CTA that may not
+//     be resident yet, whatever the SM count.
+constexpr int kWsBK = 128;                     // k per stage
+constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
+constexpr int kWsSmem = 227 * 1024;            // the per-block dynamic shared-memory limit of SM90
+constexpr int kSms = 132;                      // H100 SXM: the wave the schedule fills
+
+// Stage: codes [BM x 128 k] (kABytes), then weights [BN channels x 128 k] (kBBytes), each as two halves (64-byte
+// rows: k 0..63 then 64..127; packed lines: segment 2 kt then 2 kt + 1 of the weights, the codes undivided).
+template <int WGM, int MT, int BNW>
+struct WsLayout {
+    static constexpr int kBM = WGM * MT * 64, kBN = (2 / WGM) * BNW;
+    static constexpr int kABytes = kBM * kWsBK, kBBytes = kBN * kWsBK, kStageBytes = kABytes + kBBytes;
+    static constexpr int kFit = (kWsSmem - 1024 - 256) / kStageBytes;
+    static constexpr int kStages = kFit < 8 ? kFit : 8;
+    static constexpr int kSmem = kStages * kStageBytes + 16 * kStages + 1024;  // + barriers + alignment slack
+    static constexpr int kPart = kBM * kBN;  // INT32 sums per partial slot
+    static_assert(kStages >= 2 && kABytes % 2048 == 0 && kBBytes % 2048 == 0, "stage geometry");
+};
+
+struct WsArgs {
+    EpiArgs epi;
+    int k;
+    int m_units, n_tiles, units, dp_tiles, split, share;  // schedule (above), in units of CLUSTER M tiles
+    int* partials;         // [slot][kPart] INT32, slot = CLUSTER * (item - dp_tiles) + rank
+    unsigned int* flags;   // one per split tile, zeroed before the launch
+};
+
+#ifdef TRT_WOQ_WGMMA
+// Shared-memory descriptor of a K-major tile of 64-byte rows with the 64-byte swizzle: start >> 4, leading offset 1
+// (unused), stride 512 bytes (8 rows), layout type 2 (64B swizzle); + 2 per k32 step (32 bytes).
+__device__ __forceinline__ uint64_t swizzle64_desc(uint32_t smem) {
+    return uint64_t((smem & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(512 >> 4) << 32) | (uint64_t(2) << 62);
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+        "[%6];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+}
+#endif
+
+template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm_s8_ws(const WsArgs args, const __grid_constant__ CUtensorMap tmap_a,
+               const __grid_constant__ CUtensorMap tmap_b) {
+#ifdef TRT_WOQ_WGMMA
+    using L = WsLayout<WGM, MT, BNW>;
+    static_assert(!LINES || BNW == 256, "the line operand runs m64n128k32 on the even and on the odd channels");
+    static_assert(CLUSTER == 1 || LINES, "the multicast loads halves of the line tile");
+    constexpr int S = L::kStages;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t base = (gemm::smem_addr(smem_raw) + 1023) & ~1023u;
+    const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
+
+    // Work item `item`: a whole unit, or K slice `slice` of a split unit (the CTAs of a cluster take the same
+    // items); this CTA's tile in it is M tile `rank` of the unit.
+    const int rank = blockIdx.x % CLUSTER, k_tiles = args.k / kWsBK;
+    const int first_item = blockIdx.x / CLUSTER, item_step = gridDim.x / CLUSTER;
+    const int items = args.dp_tiles + (args.units - args.dp_tiles) * args.split;
+    struct Piece {
+        int unit, slice, kt_begin, kt_end, m0, n0;
+    };
+    auto piece_of = [&](int item) {
+        Piece q{item, -1, 0, k_tiles, 0, 0};
+        if (item >= args.dp_tiles) {
+            const int c = item - args.dp_tiles;
+            q.unit = args.dp_tiles + c / args.split;
+            q.slice = c % args.split;
+            q.kt_begin = q.slice * args.share;
+            q.kt_end = min(k_tiles, q.kt_begin + args.share);  // non-empty: the host keeps (split - 1) * share < K
+        }
+        int m_unit, n_tile;
+        gemm::band_coords(q.unit, args.m_units, args.n_tiles, m_unit, n_tile);
+        q.m0 = (m_unit * CLUSTER + rank) * L::kBM;
+        q.n0 = n_tile * L::kBN;
+        return q;
+    };
+
+    if (tid == 0) {
+        for (int s = 0; s < S; ++s) {
+            gemm::mbar_init(full_bar + 8 * s, 1);               // the producer's expect-tx arrival
+            gemm::mbar_init(empty_bar + 8 * s, CLUSTER * 2 * 128);  // every consumer thread of the cluster
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    if constexpr (CLUSTER > 1)
+        gemm::cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrival
+    else
+        __syncthreads();
+
+    if (wg == 0) {
+        gemm::regs_dealloc<kWsProducerRegs>();
+        if (tid == 0) {
+            int g = 0;  // stage uses so far: stage g % S, phase (g / S) & 1
+            for (int item = first_item; item < items; item += item_step) {
+                const Piece q = piece_of(item);
+                const int m0 = q.m0, n0 = q.n0;
+                for (int kt = q.kt_begin; kt < q.kt_end; ++kt, ++g) {
+                    const int s = g % S;
+                    if (g >= S) gemm::mbar_wait(empty_bar + 8 * s, (g / S - 1) & 1);
+                    const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
+                    gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                    if constexpr (LINES) gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        if constexpr (CLUSTER > 1) {  // this rank's share of the lines, into every CTA of the cluster
+                            constexpr int kLines = L::kBN / 2 / CLUSTER;
+                            gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rank * kLines * 128, &tmap_b,
+                                                        (kt * 2 + h) * 128, n0 / 2 + rank * kLines, bar,
+                                                        (1u << CLUSTER) - 1);
+                        } else if constexpr (LINES) {
+                            gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
+                        } else {
+                            gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
+                            tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+                        }
+                    }
+                }
+            }
+            // Cluster: the last stages' releases include the peer's remote arrivals; stay until they landed.
+            if constexpr (CLUSTER > 1)
+                for (int j = max(0, g - S); j < g; ++j) gemm::mbar_wait(empty_bar + 8 * (j % S), (j / S) & 1);
+        }
+        return;
+    }
+
+    gemm::regs_alloc<kWsConsumerRegs>();
+    const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
+    const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
+    // Every consumer thread releases a stage use it has read, in each CTA of the cluster (the multicast writes both).
+    auto release = [&](int g) {
+        const uint32_t bar = empty_bar + 8 * (g % S);
+        gemm::mbar_arrive(bar);
+#pragma unroll
+        for (int r = 1; r < CLUSTER; ++r) gemm::mbar_arrive_cluster(bar, (rank + r) % CLUSTER);
+    };
+    // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
+    int acc[MT][BNW / 2];
+    int g = 0;  // stage uses so far, as the producer counts them
+    for (int item = first_item; item < items; item += item_step) {
+        const Piece q = piece_of(item);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < BNW / 2; ++j) acc[mt][j] = 0;
+        for (int i = 0; i < q.kt_end - q.kt_begin; ++i, ++g) {
+            const int s = g % S;
+            gemm::mbar_wait(full_bar + 8 * s, (g / S) & 1);
+            const uint32_t sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
+            gemm::wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < kWsBK / 32; ++ks)
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const int rows = (wm * MT + mt) * 64;  // this block's first token in the tile
+                    const int h = ks / 2, k32 = 2 * (ks % 2);  // 64-k half (segment), 32-byte step in it
+                    if constexpr (LINES) {
+                        using Half = int[BNW / 4];
+                        const uint64_t da = gemm::swizzle128_desc(sa + rows * 128) + uint64_t(2 * ks);
+                        const uint64_t db =
+                            gemm::swizzle128_desc(sb + h * (L::kBBytes / 2) + wn * (BNW / 2) * 128) + uint64_t(k32);
+                        WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][0]), da, db, 1);
+                        WgmmaS8<BNW / 2>::run(*reinterpret_cast<Half*>(&acc[mt][BNW / 4]), da, db + 4, 1);  // +64 B
+                    } else {
+                        const uint64_t da = swizzle64_desc(sa + h * (L::kABytes / 2) + rows * 64) + uint64_t(k32);
+                        const uint64_t db = swizzle64_desc(sb + h * (L::kBBytes / 2) + wn * BNW * 64) + uint64_t(k32);
+                        WgmmaS8<BNW>::run(acc[mt], da, db, 1);
+                    }
+                }
+            gemm::wgmma_commit();
+            gemm::wgmma_wait<1>();  // the previous stage's group is done: release its buffers
+            if (i > 0) release(g - 1);
+        }
+        gemm::wgmma_wait<0>();
+        release(g - 1);
+
+        if (q.slice >= 0) {
+            const int c = item - args.dp_tiles;
+            unsigned int* flag = args.flags + (q.unit - args.dp_tiles) * CLUSTER + rank;
+            if (q.slice < args.split - 1) {  // store this slice's sums, then count it
+                int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
+                __threadfence();
+                gemm::consumers_sync();
+                if (ctid == 0) gemm::flag_release_add(flag);
+                continue;
+            }
+            if (ctid == 0)
+                while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
+            gemm::consumers_sync();
+            for (int z = c - q.slice; z < c; ++z) {
+                const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * 256);
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM>(acc[mt], args.epi,
+                                                                  q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4,
+                                                                  q.n0 + wn * BNW, lane);
+    }
+#else
+    __trap();  // built without sm_90a: gemm_supports() never selects this kernel on such a device
 #endif
 }
 
@@ -546,15 +834,151 @@ int groups_of(const trt_woq_linear_params* p) { return p->group_size == -1 ? 1 :
 size_t codes_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * p->k); }
 size_t params_bytes(const trt_woq_linear_params* p) { return align256((size_t)p->m * groups_of(p) * sizeof(float)); }
 
+enum class Kind { kMma, kWgmma, kWs, kWsLines };
 struct Tile {
     const char* name;
     int bm, bn;
-    bool wgmma;  // SM90a, per-channel weights, K % 128 == 0
+    Kind kind;        // all but kMma: SM90a, per-channel weights, K % 128 == 0
+    int cluster = 1;  // kWsLines: CTAs (neighbouring M tiles) sharing the weight tile
 };
-constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, false}, {"w8a8_mma_64x128", 64, 128, false},
-                           {"w8a8_wgmma_128x128", 128, 128, true}, {"w8a8_wgmma_64x128", 64, 128, true},
-                           {"w8a8_wgmma_128x256", 128, 256, true}};
+constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
+                           {"w8a8_mma_64x128", 64, 128, Kind::kMma},
+                           {"w8a8_wgmma_128x128", 128, 128, Kind::kWgmma},
+                           {"w8a8_wgmma_64x128", 64, 128, Kind::kWgmma},
+                           {"w8a8_wgmma_128x256", 128, 256, Kind::kWgmma},
+                           {"w8a8_ws_128x256", 128, 256, Kind::kWs},
+                           {"w8a8_ws_256x128", 256, 128, Kind::kWs},
+                           {"w8a8_ws_128x128", 128, 128, Kind::kWs},
+                           {"w8a8_ws_64x256", 64, 256, Kind::kWs},
+                           {"w8a8_wsl_128x256", 128, 256, Kind::kWsLines},
+                           {"w8a8_wsl_64x512", 64, 512, Kind::kWsLines},
+                           {"w8a8_wsl_128x256_c2", 128, 256, Kind::kWsLines, 2}};
+bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
+
+// The warp-specialized schedule (gemm_s8_ws), in units of one cluster's tiles: whole units for the full waves; the
+// last partial wave's units split along K into as many slices as the wave has room for, at most kMaxSplit (the
+// last slice adds the others' sums serially).
+constexpr int kMaxSplit = 4;
+struct WsPlan {
+    int m_units, n_tiles, dp_tiles, split, share;
+    int64_t units;
+};
+WsPlan ws_plan(const trt_woq_linear_params* p, const Tile& t) {
+    WsPlan w{};
+    const int64_t m_tiles = (p->m + t.bm - 1) / t.bm, m_units = (m_tiles + t.cluster - 1) / t.cluster;
+    const int64_t n_tiles = (p->n + t.bn - 1) / t.bn;
+    w.units = m_units * n_tiles;
+    if (w.units > (int64_t(1) << 29)) return w;  // refused by gemm_supports
+    w.m_units = int(m_units);
+    w.n_tiles = int(n_tiles);
+    const int wave = kSms / t.cluster, k_tiles = int(p->k / kWsBK), rest = int(w.units % wave);
+    w.dp_tiles = int(w.units);
+    w.split = 1;
+    w.share = k_tiles;
+    const int split = rest == 0 ? 1 : std::min(std::min(wave / rest, kMaxSplit), k_tiles);
+    if (split >= 2) {
+        const int share = (k_tiles + split - 1) / split;
+        const int slices = (k_tiles + share - 1) / share;  // no empty slice
+        if (slices >= 2) {
+            w.dp_tiles = int(w.units) - rest;
+            w.split = slices;
+            w.share = share;
+        }
+    }
+    return w;
+}
+// Units computed in K slices, times the slices (the partial slots and flags are per CTA of such a unit).
+int64_t ws_slices(const WsPlan& w) { return w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split; }
+size_t quantize_bytes(const trt_woq_linear_params* p) { return codes_bytes(p) + 3 * params_bytes(p); }
+size_t ws_slots_bytes(const WsPlan& w, const Tile& t) {
+    return align256(size_t(ws_slices(w)) * t.cluster * t.bm * t.bn * sizeof(int));
+}
+size_t ws_extra_bytes(const trt_woq_linear_params* p, const Tile& t) {
+    const WsPlan w = ws_plan(p, t);
+    if (w.split < 2) return 0;
+    return ws_slots_bytes(w, t) + size_t(w.units - w.dp_tiles) * t.cluster * sizeof(unsigned);
+}
+
+// cuTensorMapEncodeTiled for a byte tensor with zero fill (the driver's, reached through the runtime: the library
+// does not link libcuda); false when it is not there or refuses.
+bool encode_bytes(CUtensorMap* map, int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
+                  const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
+    static void* const fn = [] {
+        void* f = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                                               &found);
+        return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? f : nullptr;
+    }();
+    if (fn == nullptr) return false;
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
+               map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, const_cast<void*>(base), dims, strides, box, unit,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Raises `kernel`'s dynamic shared-memory limit and launches it, in clusters of `cluster` CTAs along x.
+template <typename... Params, typename... Args>
+trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, dim3 grid, int threads, int smem,
+                                cudaStream_t stream, const Args&... args) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = cluster > 1 ? 1 : 0;
+    err = cudaLaunchKernelEx(&config, kernel, args...);
+    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+}
+
+template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
+trt_woq_status launch_ws(const trt_woq_linear_params* p, const Tile& t, const EpiArgs& epi, cudaStream_t stream) {
+    using L = WsLayout<WGM, MT, BNW>;
+    static_assert(L::kBM <= 256 && L::kBN / 2 <= 256, "TMA boxes span at most 256 rows");
+    const WsPlan w = ws_plan(p, t);
+    const uint64_t k = uint64_t(p->k), m = uint64_t(p->m), lines = uint64_t(p->n / 2);
+    CUtensorMap tmap_a, tmap_b;
+    bool ok;
+    if (LINES) {
+        // Codes [M, K], box 128 k x BM tokens; weight lines [N / 2, 2K bytes], box one 128-byte segment x the
+        // tile's BN / 2 lines (a cluster rank's share of them).
+        const cuuint64_t a_dims[2] = {k, m}, a_strides[1] = {k}, b_dims[2] = {2 * k, lines}, b_strides[1] = {2 * k};
+        const cuuint32_t a_box[2] = {kWsBK, L::kBM}, b_box[2] = {128, L::kBN / 2 / CLUSTER};
+        ok = encode_bytes(&tmap_a, 2, p->workspace, a_dims, a_strides, a_box, CU_TENSOR_MAP_SWIZZLE_128B) &&
+             encode_bytes(&tmap_b, 2, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_128B);
+    } else {
+        // Codes: box 64 k x BM tokens. Weights as [N / 2 lines][K / 64][2 channels][64 bytes], box {64, 2, 1, BN / 2}:
+        // BN channel rows of 64 k.
+        const cuuint64_t a_dims[2] = {k, m}, a_strides[1] = {k};
+        const cuuint64_t b_dims[4] = {64, 2, k / 64, lines}, b_strides[3] = {64, 128, 2 * k};
+        const cuuint32_t a_box[2] = {64, L::kBM}, b_box[4] = {64, 2, 1, L::kBN / 2};
+        ok = encode_bytes(&tmap_a, 2, p->workspace, a_dims, a_strides, a_box, CU_TENSOR_MAP_SWIZZLE_64B) &&
+             encode_bytes(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_64B);
+    }
+    if (!ok) return record_cuda_error(cudaErrorInvalidValue);
+    WsArgs args{epi, int(p->k), w.m_units, w.n_tiles, int(w.units), w.dp_tiles, w.split, w.share, nullptr, nullptr};
+    if (w.split > 1) {
+        uint8_t* extra = static_cast<uint8_t*>(p->workspace) + quantize_bytes(p);
+        args.partials = reinterpret_cast<int*>(extra);
+        args.flags = reinterpret_cast<unsigned*>(extra + ws_slots_bytes(w, t));
+        const size_t flags = size_t(w.units - w.dp_tiles) * CLUSTER * sizeof(unsigned);
+        const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
+        if (err != cudaSuccess) return record_cuda_error(err);
+    }
+    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), kSms / CLUSTER) * CLUSTER;  // persistent
+    return launch_clustered(gemm_s8_ws<WGM, MT, BNW, LINES, CLUSTER, T, ASYM>, CLUSTER, dim3(unsigned(ctas)),
+                            kWsThreads, L::kSmem, stream, args, tmap_a, tmap_b);
+}
 
 template <typename T, bool ASYM>
 trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream_t stream) {
@@ -572,26 +996,35 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     }
     trt_woq_status s = check_launch();
     if (s != TRT_WOQ_OK) return s;
-    const int bm = kTiles[tile].bm, bn = kTiles[tile].bn;
-    const dim3 grid((m + bm - 1) / bm, (n + bn - 1) / bn);
-    auto run = [&](auto kernel, int threads, int smem, const auto& args) {
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (err != cudaSuccess) return record_cuda_error(err);
-        kernel<<<grid, threads, smem, stream>>>(args);
-        return check_launch();
-    };
-    if (kTiles[tile].wgmma) {
-        const WgArgs args{codes, a_scales, a_offsets, a_sums, static_cast<const int8_t*>(p->packed_weight), p->scales,
-                          static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k};
-        const int smem = kWgStages * (bm + bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
-        if (bn == 256) return run(gemm_s8_wgmma<128, 256, T, ASYM>, 256, smem, args);
-        if (bm == 64) return run(gemm_s8_wgmma<64, 128, T, ASYM>, 128, smem, args);
-        return run(gemm_s8_wgmma<128, 128, T, ASYM>, 256, smem, args);
+    const Tile& t = kTiles[tile];
+    const EpiArgs epi{a_scales, a_offsets, a_sums, p->scales, static_cast<const int*>(p->weight_sums), p->bias,
+                      p->output, m, n};
+    if (t.kind == Kind::kWsLines) {
+        if (t.cluster == 2) return launch_ws<2, 1, 256, true, 2, T, ASYM>(p, t, epi, stream);
+        if (t.bm == 64) return launch_ws<1, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
+        return launch_ws<2, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
+    }
+    if (t.kind == Kind::kWs) {
+        if (t.bm == 64) return launch_ws<1, 1, 128, false, 1, T, ASYM>(p, t, epi, stream);
+        if (t.bm == 256) return launch_ws<2, 2, 128, false, 1, T, ASYM>(p, t, epi, stream);
+        if (t.bn == 256) return launch_ws<2, 1, 256, false, 1, T, ASYM>(p, t, epi, stream);
+        return launch_ws<2, 1, 128, false, 1, T, ASYM>(p, t, epi, stream);
+    }
+    const dim3 grid((m + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn);
+    if (t.kind == Kind::kWgmma) {
+        const WgArgs args{codes, static_cast<const int8_t*>(p->packed_weight), epi, k};
+        const int smem = kWgStages * (t.bm + t.bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
+        if (t.bn == 256) return launch_clustered(gemm_s8_wgmma<128, 256, T, ASYM>, 1, grid, 256, smem, stream, args);
+        if (t.bm == 64) return launch_clustered(gemm_s8_wgmma<64, 128, T, ASYM>, 1, grid, 128, smem, stream, args);
+        return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, grid, 256, smem, stream, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
                         static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32};
-    if (bm == 128) return run(gemm_s8<128, kBN, 2, 4, T, ASYM>, 256, kStages * (128 * kBK + kBN / 2 * 128), args);
-    return run(gemm_s8<64, kBN, 2, 4, T, ASYM>, 256, kStages * (64 * kBK + kBN / 2 * 128), args);
+    if (t.bm == 128)
+        return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (128 * kBK + kBN / 2 * 128),
+                                stream, args);
+    return launch_clustered(gemm_s8<64, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (64 * kBK + kBN / 2 * 128),
+                            stream, args);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -602,49 +1035,63 @@ constexpr Serves kW8A8Linear = {bit(TRT_WOQ_WEIGHT_INT8), bit(TRT_WOQ_ACT_MODE_W
 // Symmetric weights only: the epilogue has no o_w term (the op contract refuses zero points with W8A8).
 template <int TILE>
 trt_woq_status gemm_supports(const trt_woq_linear_params* p, int32_t sm) {
+    const Tile& t = kTiles[TILE];
     if (p->zeros != nullptr) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     if (sm < 80) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // INT32 sums of one group: |a * w| <= 128 * 128 (mma.sync, signed codes) or 128 * 255 (wgmma: unsigned U), so
     // a group may span at most 131072 or 65536 k.
     const int64_t group_k = p->group_size == -1 ? p->k : p->group_size;
-    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || group_k > (kTiles[TILE].wgmma ? 65536 : 131072) ||
+    if (p->m <= kSmallM || p->m > INT32_MAX / 2 || group_k > (t.kind == Kind::kMma ? 131072 : 65536) ||
         p->n > INT32_MAX / 2) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (kTiles[TILE].wgmma) {
+    if (t.kind != Kind::kMma) {
         // sm_90a code (the library builds 90a-real; it does not run on later major versions either)
         if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
         if (p->group_size != -1 || p->k % kWgBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
+    if (is_ws(t) && ws_plan(p, t).units > (int64_t(1) << 29)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return TRT_WOQ_OK;
 }
 
+template <int TILE>
 size_t gemm_workspace(const trt_woq_linear_params* p, int32_t) {
-    return p->m == 0 ? 0 : codes_bytes(p) + 3 * params_bytes(p);
+    if (p->m == 0) return 0;
+    return quantize_bytes(p) + (is_ws(kTiles[TILE]) ? ws_extra_bytes(p, kTiles[TILE]) : 0);
 }
 
 template <int TILE>
 trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    // TMA reads the codes at the workspace's start: 16-byte alignment.
+    if (is_ws(kTiles[TILE]) && reinterpret_cast<uintptr_t>(p->workspace) % 16 != 0)
+        return TRT_WOQ_ERR_INVALID_ARGUMENT;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16, asym = p->act_asymmetric != 0;
     if (bf16) return asym ? launch_typed<__nv_bfloat16, true>(p, TILE, stream)
                           : launch_typed<__nv_bfloat16, false>(p, TILE, stream);
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// wgmma where it runs (SM90, per-channel), else mma.sync; within each kind the 128 x 128 tile when its grid fills the
-// GPU's 132 SMs (H100) at least once, the 64 x 128 tile otherwise. The 128 x 256 wgmma tile is never the automatic
-// pick: measured against 128 x 128 in one run it won at 4096 x 4096 (M 1024, 4096) and lost by up to 1.4x at
-// 14336 x 4096 and 4096 x 28672 (docs/performance.md, W8A8); it stays usable by id.
+// SM90 with per-channel weights: the warp-specialized kernel on packed lines, 128 x 256 (fastest from M = 128 on,
+// docs/kernels_w8a8.md), except where its grid is at most 64 tiles and M <= 128 or K <= 4096: there the split slices
+// are short or few, and 128 x 128 tiles on 64-byte rows measured faster (4096 x 4096 at M <= 512, N = 4096 at
+// M = 128). Elsewhere mma.sync, the 128 x 128 tile when its grid fills the GPU's 132 SMs (H100) at least once, the
+// 64 x 128 tile otherwise. The other tiles stay usable by id (the clustered one measured at most 3.3 % faster
+// than the unclustered tile, and up to 26 % slower).
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
+}
+int ws_tile_for(const trt_woq_linear_params* p) {
+    constexpr int kWs128x128 = 7, kWsl128x256 = 9;
+    const bool small = ctas(p, kTiles[kWsl128x256]) <= 64 && (p->m <= 128 || p->k <= 4096);
+    return small ? kWs128x128 : kWsl128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
     const Tile& t = kTiles[TILE];
-    const int base = t.wgmma ? 70 : 50;
-    if (t.bn == 256) return base;
-    if (t.bm == 64) return base + 1;
-    return ctas(p, t) >= 132 ? base + 2 : base;
+    if (is_ws(t)) return TILE == ws_tile_for(p) ? 90 : 80;
+    if (t.kind == Kind::kWgmma) return 60;
+    if (t.bm == 64) return 51;
+    return ctas(p, t) >= kSms ? 52 : 50;
 }
 
 // M <= 16: the INT8 weight-only kernels on the same packed weights and scales. At these sizes the GEMV streams the
@@ -680,7 +1127,7 @@ int32_t small_score(const trt_woq_linear_params*, int32_t) { return 100; }
 }  // namespace w8a8
 
 #define TRT_WOQ_W8A8_GEMM_CANDIDATE(tile)                                                                  \
-    {w8a8::kTiles[tile].name, w8a8::kW8A8Linear, w8a8::gemm_supports<tile>, w8a8::gemm_workspace,            \
+    {w8a8::kTiles[tile].name, w8a8::kW8A8Linear, w8a8::gemm_supports<tile>, w8a8::gemm_workspace<tile>,      \
      w8a8::gemm_launch<tile>, w8a8::gemm_score<tile>}
 const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(0),
@@ -690,6 +1137,13 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(4),
     {"w8a8_small_m_weight_only", w8a8::kW8A8Linear, w8a8::small_supports, w8a8::small_workspace, w8a8::small_launch,
      w8a8::small_score},
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(5),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(6),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(7),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(8),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(9),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(10),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(11),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 

@@ -7,7 +7,8 @@ Each (plugin library, model) pair runs in a child process with TRT_WOQ_PLUGIN_TR
 entry point TensorRT calls) and, when --preload names terminate_backtrace.so, a native backtrace on terminate /
 abort / segfault. The child prints STEP markers; the parent reports the last step reached, the exit status, the
 last plugin calls and the backtrace, so a crash says where it happened. Without --onnx a minimal model is written
-(X [batch, 256] fp16 -> WeightOnlyLinear INT4 g128 + bias -> Y).
+(X [batch, 256] fp16 -> WeightOnlyLinear INT4 g128 + bias -> Y), and with --node-models one W8A8 WeightOnlyLinear
+and one WeightOnlyConv model (write_node_model).
 Ends with "RTX build check: N passed, N failed".
 """
 
@@ -46,6 +47,50 @@ def write_minimal_model(path: Path, k: int = 256, n: int = 128, bits: int = 4, g
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, ["batch", n])],
         initializer=[numpy_helper.from_array(packed, "packed_weight"), numpy_helper.from_array(scales, "scales"),
                      numpy_helper.from_array(bias, "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("trt_woq", 1)])
+    model.ir_version = 10
+    onnx.save(model, str(path))
+    return path
+
+
+NODE_MODELS = ("w8a8", "conv")
+
+
+def write_node_model(path: Path, kind: str) -> Path:
+    """A one-node model from the op contract's node builder, as the conformance harness's cases are made
+    (tests/plugins/conformance/make_cases.py): ``w8a8``, X [batch, 256] fp16 -> WeightOnlyLinear INT8 g128 with
+    W8A8 asymmetric activations + bias -> Y; ``conv``, X [batch, 128, 9, 11] fp16 -> WeightOnlyConv INT4 g128 3x3
+    stride 2, pads 1, + bias, fused SiLU -> Y."""
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "tests" / "plugins" / "conformance"))
+    import make_cases
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from graph_passes import op as woq_op
+    from graph_passes import op_conv
+    from graph_passes.registry.epilogues import EPILOGUES
+
+    rng = np.random.default_rng()
+    if kind == "w8a8":
+        k, n, bits, g = 256, 128, 8, 128
+        attrs = woq_op.WoqAttributes(bits=bits, group_size=g, in_features=k, out_features=n, has_bias=1,
+                                     act_mode=make_cases.W8A8, act_asymmetric=1)
+        x_shape, y_shape = ["batch", k], ["batch", n]
+    else:
+        c, n, bits, g, (h, w) = 128, 64, 4, 128, (9, 11)
+        attrs = op_conv.ConvAttributes(bits=bits, group_size=g, in_features=c * 9, out_features=n, has_bias=1,
+                                       in_channels=c, kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+                                       ).with_epilogue(EPILOGUES.get("silu"))
+        oh, ow = attrs.output_hw(h, w)
+        x_shape, y_shape = ["batch", c, h, w], ["batch", n, oh, ow]
+    u, scales, zeros, bias = make_cases.random_weights(rng, bits, g, False, attrs.in_features, n, "fp16", True)
+    node, inits = make_cases.node_and_inits(f"{kind}0", attrs, u, scales, zeros, bias, "fp16")
+    node.input[0], node.output[0] = "X", "Y"
+    graph = helper.make_graph([node], f"woq_{kind}", [helper.make_tensor_value_info("X", TensorProto.FLOAT16, x_shape)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, y_shape)],
+                              initializer=list(inits.values()))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("trt_woq", 1)])
     model.ir_version = 10
     onnx.save(model, str(path))
@@ -158,6 +203,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plugin", action="append", required=True, help="plugin library (repeatable)")
     ap.add_argument("--onnx", action="append", type=Path, default=[], help="ONNX model (repeatable)")
+    ap.add_argument("--node-models", action="store_true", help="also a one-node W8A8 model and a WeightOnlyConv one")
     ap.add_argument("--preload", help="terminate_backtrace.so to LD_PRELOAD in the child")
     ap.add_argument("--out", type=Path, default=Path("."), help="folder for logs and the minimal model")
     ap.add_argument("--expect-log", help="invalid-node mode: pass when the plugin's message containing this text "
@@ -165,6 +211,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     models = list(args.onnx) or [write_minimal_model(args.out / "woq_minimal.onnx")]
+    if args.node_models:
+        models += [write_node_model(args.out / f"woq_{kind}.onnx", kind) for kind in NODE_MODELS]
     passed = failed = 0
     (args.out / "rtx_children.log").write_text("")
     for plugin in args.plugin:

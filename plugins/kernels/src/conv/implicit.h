@@ -1,0 +1,22 @@
+/*
+ * The implicit-GEMM conv2d candidate (implicit.cu): its entry points for the conv family's table in conv.cu.
+ */
+#ifndef TRT_WOQ_CONV_IMPLICIT_H
+#define TRT_WOQ_CONV_IMPLICIT_H
+
+#include <cuda_runtime_api.h>
+
+#include "trt_woq/kernels.h"
+
+namespace trt_woq {
+namespace conv_implicit {
+
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
+size_t workspace(const trt_woq_linear_params* p, int32_t sm);
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream);
+int32_t score(const trt_woq_linear_params* p, int32_t sm);
+
+}  // namespace conv_implicit
+}  // namespace trt_woq
+
+#endif /* TRT_WOQ_CONV_IMPLICIT_H */
