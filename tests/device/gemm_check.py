@@ -3,7 +3,9 @@ computed on the GPU, outputs poisoned with NaN before each run, plus the dispatc
 shapes. INT8 / INT4 (layout 1) and FP6 E3M2 (layout 2: codes packed by fp6_split_v1, the reference from
 fp6_e3m2.decode). Prints one line per failure and a closing PASSED / FAILED line; exit status 1 on any failure.
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--bits 4,8,6]
+    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--bits 4,8,6] [--quick]
+
+--quick: the shape sweep on three of its six shapes and fewer M values (every candidate still runs).
 """
 
 from __future__ import annotations
@@ -79,7 +81,9 @@ def sample_rows(m: int) -> torch.Tensor | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bits", default="4,8,6", help="weight formats to test: 4, 8 (INT), 6 (FP6); default all")
-    formats = {int(b) for b in ap.parse_args().bits.split(",")}
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and M values in the shape sweep")
+    args = ap.parse_args()
+    formats = {int(b) for b in args.bits.split(",")}
     g = Gemm()
     rng = np.random.default_rng()  # fresh inputs every run
     print(f"sm {g.sm}, {g.count()} GEMM candidates: {[g.name(i) for i in range(g.count())]}", flush=True)
@@ -102,16 +106,18 @@ def main() -> int:
 
     # 2. M values on LLM and odd shapes; every supported candidate (split-K where it splits).
     # (1024, 34048): 266 N tiles of 128, so the ws tail split has whole tiles and split ones in the same launch.
-    # 333, 400, 450: the last 256-token tile has 77, 144, 194 tokens and the last 128-token tile 77, 16, 66, so the
-    # ws kernels' narrowed wgmma for a partial last tile runs at every width.
+    # 145, 333, 400, 450, 700: partial last tiles of every token tile (256 and the balanced 144 .. 224: 145 = 144 + 1).
     shapes = [(4096, 4096), (14336, 4096), (4096, 28672), (1088, 1000), (2112, 324), (1024, 34048)]  # (K, N)
     # FP6: per channel, g128 and g64 (K = 1088: 17 groups, g128 does not divide it), bias, M from 17 to 2048.
     configs = [(4, torch.float16, 128, False, False), (8, torch.bfloat16, -1, True, True),
                (4, torch.bfloat16, 64, True, True), (8, torch.float16, 256, False, True),
                (6, torch.float16, -1, False, True), (6, torch.bfloat16, 128, False, True),
                (6, torch.float16, 64, False, False)]
-    m_values = {4: (17, 32, 64, 127, 128, 333, 400, 450, 512, 2048, 4096),
+    m_values = {4: (17, 32, 64, 127, 128, 145, 333, 400, 450, 512, 700, 2048, 4096),
                 6: (17, 64, 127, 333, 450, 1024, 2048)}
+    if args.quick:
+        shapes = [(4096, 4096), (1088, 1000), (2112, 324)]
+        m_values = {4: (17, 127, 145, 333, 450, 700), 6: (17, 127, 333, 450)}
     main_configs = {(4, torch.float16), (6, torch.float16)}
     for (k, n), (bits, dtype, group, zeros, bias) in itertools.product(shapes, configs):
         if bits not in formats or n % (2 if bits == 8 else 4) or (group != -1 and k % group):

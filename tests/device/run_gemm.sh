@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One device call for the GEMM: build the GEMM alone (no dependency on the rest of the kernels library)
-# and, in parallel, the kernels library (public ABI), then run the steps in the order given: numerics test (check),
-# compute-sanitizer memcheck / racecheck on small odd problems (sanitize), the GEMM benchmark (bench), the package's
+# and, in parallel, the kernels library (public ABI), then run the steps in the order given: numerics test (check;
+# quick: its --quick form), compute-sanitizer memcheck / racecheck on small odd problems (sanitize), the candidate
+# sweep behind the dispatch rule (sweep, options in SWEEP_ARGS), the GEMM benchmark (bench), the package's
 # benchmark through the public dispatch (trtbench), both benchmarks back to back at M = 64 (m64), SASS counts (sass),
 # ncu (ncu). GPU clocks, power and throttle reasons are sampled every 0.5 s into $OUT/smi.csv (step start times are
 # in the output, to line them up). Logs go to $OUT (or ./gemm_out).
-# Usage: bash tests/device/run_gemm.sh [check|sanitize|bench|trtbench|m64|sass|ncu|all]...
+# Usage: bash tests/device/run_gemm.sh [check|quick|sanitize|sweep|bench|trtbench|m64|sass|ncu|all]...
 #   BENCH_ARGS: options of bench_gemm.py; TRT_BENCH_ARGS: options of python -m trt_woq.bench (default: the three
 #   standard shapes, every M, INT4 g128 and cuBLAS FP16).
 set -u -o pipefail
@@ -32,7 +33,7 @@ if (( needs_lib )); then  # the whole kernels library, for the public ABI (skipp
     cmake --build build/cm --target trt_woq_kernels >> "$OUT/cmake.log" 2>&1 ) &
   lib_pid=$!
 fi
-nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -lineinfo -Iplugins/kernels/include -Iplugins/kernels/src \
+nvcc -std=c++17 -O3 -Xcompiler -fPIC -shared $ARCH -split-compile 0 -lineinfo -Iplugins/kernels/include -Iplugins/kernels/src \
   -Xptxas -v plugins/kernels/src/gemm/gemm.cu plugins/kernels/src/testing_gemm.cu -o build/libtrt_woq_gemm.so \
   > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 grep -E "spill" "$OUT/build.log" | sort | uniq -c
@@ -58,6 +59,12 @@ for step in $STEPS; do
     check)
       python3 tests/device/gemm_check.py 2>&1 | tee "$OUT/check.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
       grep "^FAIL" "$OUT/check.log" | head -30 ;;
+    quick)
+      python3 tests/device/gemm_check.py --quick 2>&1 | tee "$OUT/quick.log" | grep -v "^FAIL" ; [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+      grep "^FAIL" "$OUT/quick.log" | head -30 ;;
+    sweep)
+      python3 tests/device/sweep_gemm.py --json "$OUT/sweep_gemm.json" ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1 || status=1
+      sed -n '/^bits/,$p' "$OUT/sweep.log" ;;
     sanitize)
       GEMM_ARCH=$ARCH bash tests/device/sanitize_gemm.sh build/libtrt_woq_gemm.so "$OUT" || status=1 ;;
     bench)

@@ -1,10 +1,12 @@
-"""Every SM90 GEMM candidate against cuBLAS FP16 over M = 129 .. 1024 on the standard shapes, INT4 g128 and INT8
-per-channel, in one process: the data behind the dispatch rule of docs/kernels_gemm.md.
+"""Every SM90 warp-specialized GEMM candidate against cuBLAS FP16 over M = 129 .. 1024 on the standard shapes, INT4
+g128 and INT8 per-channel, in one process: the data behind the dispatch rule of docs/kernels_gemm.md.
 
-For each (K, N, bits, M) the candidates that support the problem and cuBLAS FP16 (torch.matmul) are timed together
-(trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays taken in turn).
-Prints one line per group and a closing table (cuBLAS, the dispatch's pick, the fastest candidate, both as
-cuBLAS time / ours); writes every time to --json.
+For each (K, N, bits, M) the candidates that support the problem, the dispatch's pick and cuBLAS FP16 (torch.matmul)
+are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
+taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS. Prints one
+line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the fastest candidate of ids
+below 25 and the fastest of all) and a summary per (bits, shape, M range) with the geometric mean and the minimum;
+writes every time to --json.
 
     export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
     python3 tests/device/sweep_gemm.py --json sweep.json
@@ -27,7 +29,12 @@ from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402  (puts python/
 from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
-SM90_CANDIDATES = range(8, 25)  # the wgmma and warp-specialized tiles (0-7 are the SM80 mma.sync tiles)
+# The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
+# (20, 21) and the balanced token tiles (25-39).
+SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 40))
+FIRST_NEW_ID = 25  # "old": the candidates before the balanced tiles
+BIG_MS = [2048, 4096]
+RANGES = ((129, 1023), (1024, None))
 WEIGHT_FORMATS = {4: 128, 8: -1}  # bits -> group size
 
 
@@ -42,15 +49,18 @@ def sweep_shape(g: Gemm, k: int, n: int, bits: int, ms, cands, l2: int, replays:
                for _ in range(copies_for(k * n * bits // 8, l2))]
     w16 = [torch.randn(k, n, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies_for(2 * k * n, l2))]
     rows = []
+    ids = {g.name(i): i for i in range(g.count())}
     for m in ms:
+        m_cands = cands if m not in BIG_MS else [14]
         x = weights[0].x[:m].contiguous()
         out = torch.empty(m, n, device="cuda", dtype=torch.float16)
         probs = [with_m(w, m) for w in weights]
         for p in probs:
             p.x = x
         prm0 = probs[0].params(out)
+        auto = g.dispatch(prm0)
         names, methods, keep = ["cublas_fp16"], [[(lambda w=w: torch.matmul(x, w, out=out)) for w in w16]], []
-        for c in cands:
+        for c in sorted(set(m_cands) | {auto}):
             if g.supports(c, prm0) != OK:
                 continue
             ws_bytes = g.workspace(c, prm0)
@@ -66,10 +76,12 @@ def sweep_shape(g: Gemm, k: int, n: int, bits: int, ms, cands, l2: int, replays:
         times = time_interleaved(methods, min_calls=n_calls, replays=replays)
         res = {nm: (None if isinstance(t, Exception) else round(t, 2)) for nm, t in zip(names, times)}
         cublas = res.pop("cublas_fp16")
-        auto = g.dispatch(prm0)
         best = min((c for c in res if res[c]), key=res.get)
+        old = [c for c in res if res[c] and ids[c] < FIRST_NEW_ID]
+        best_old = min(old, key=res.get) if old else None
         row = dict(k=k, n=n, bits=bits, m=m, cublas_us=cublas, auto=g.name(auto) if auto >= 0 else None,
-                   auto_us=res.get(g.name(auto)) if auto >= 0 else None, best=best, best_us=res[best], all=res)
+                   auto_us=res.get(g.name(auto)) if auto >= 0 else None, best=best, best_us=res[best],
+                   best_old=best_old, best_old_us=res[best_old] if best_old else None, all=res)
         rows.append(row)
         log(f"K={k:6d} N={n:6d} INT{bits} M={m:5d} | cuBLAS {cublas:8.1f} | auto {row['auto']:40s} "
             f"{row['auto_us'] or float('nan'):8.1f} x{cublas / (row['auto_us'] or float('nan')):.2f} | best {best:40s} "
@@ -78,27 +90,52 @@ def sweep_shape(g: Gemm, k: int, n: int, bits: int, ms, cands, l2: int, replays:
     return rows
 
 
+def ratio(r: dict, key: str) -> float:
+    return r["cublas_us"] / r[key] if r.get(key) else float("nan")
+
+
 def table(rows: list[dict]) -> str:
-    out = [f"{'bits':>4} {'K x N':>13} {'M':>5} {'cuBLAS':>8} {'auto x':>7} {'best x':>7}  best"]
+    out = [f"{'bits':>4} {'K x N':>13} {'M':>5} {'cuBLAS':>8} {'auto x':>7} {'old x':>6} {'best x':>7}  auto"]
     for r in rows:
-        ax = r["cublas_us"] / r["auto_us"] if r["auto_us"] else float("nan")
-        out.append(f"{r['bits']:>4} {r['k']:>6}x{r['n']:<6} {r['m']:>5} {r['cublas_us']:8.1f} {ax:7.2f} "
-                   f"{r['cublas_us'] / r['best_us']:7.2f}  {r['best'].replace('gemm_wgmma_', '')}")
+        out.append(f"{r['bits']:>4} {r['k']:>6}x{r['n']:<6} {r['m']:>5} {r['cublas_us']:8.1f} {ratio(r, 'auto_us'):7.2f} "
+                   f"{ratio(r, 'best_old_us'):6.2f} {ratio(r, 'best_us'):7.2f}  {(r['auto'] or '-').replace('gemm_wgmma_', '')}")
+    return "\n".join(out)
+
+
+def summary(rows: list[dict]) -> str:
+    """Geometric mean and minimum of cuBLAS time / ours per (bits, shape, M range): the dispatch and the fastest
+    candidate of ids below 25."""
+    out = [f"{'bits':>4} {'K x N':>13} {'M range':>10} {'n':>3} {'auto gm':>8} {'auto min':>8} {'old gm':>7} {'old min':>7}"]
+    keys = sorted({(r["bits"], r["k"], r["n"]) for r in rows}, key=lambda t: (t[0], [s for s in SHAPES].index(t[1:])
+                                                                               if t[1:] in SHAPES else 99))
+    for bits, k, n in keys + [(b, None, None) for b in sorted({r["bits"] for r in rows})]:
+        for lo, hi in RANGES:
+            sel = [r for r in rows if r["bits"] == bits and (k is None or (r["k"], r["n"]) == (k, n))
+                   and r["m"] >= lo and (hi is None or r["m"] <= hi)]
+            if not sel:
+                continue
+            vals = {key: [ratio(r, key) for r in sel if r.get(key)] for key in ("auto_us", "best_old_us")}
+            gm = {key: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan") for key, v in vals.items()}
+            mn = {key: min(v) if v else float("nan") for key, v in vals.items()}
+            label = f"{k}x{n}" if k else "all"
+            rng = f"{lo}-{hi}" if hi else f">={lo}"
+            out.append(f"{bits:>4} {label:>13} {rng:>10} {len(sel):>3} {gm['auto_us']:8.3f} {mn['auto_us']:8.3f} "
+                       f"{gm['best_old_us']:7.3f} {mn['best_old_us']:7.3f}")
     return "\n".join(out)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ms", help="comma-separated M values (default: 129 .. 1024, 19 values)")
+    ap.add_argument("--ms", help="comma-separated M values (default: 129 .. 1024, 19 values, then 2048, 4096)")
     ap.add_argument("--shapes", help="KxN,... (default: trt_woq.bench's eight)")
     ap.add_argument("--bits", default="4,8")
-    ap.add_argument("--cands", help="comma-separated candidate ids (default: the SM90 ones, 8-24)")
+    ap.add_argument("--cands", help="comma-separated candidate ids (default: the ws tiles for M > 128, 14-39)")
     ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--json", default="sweep_gemm.json")
     args = ap.parse_args()
     g = Gemm()
     l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
-    ms = MS if not args.ms else [int(m) for m in args.ms.split(",")]
+    ms = MS + BIG_MS if not args.ms else [int(m) for m in args.ms.split(",")]
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     cands = SM90_CANDIDATES if not args.cands else [int(c) for c in args.cands.split(",")]
     print(f"device {torch.cuda.get_device_name()} sm {g.sm}; FP16 activations; cuBLAS FP16 vs every candidate",
@@ -116,6 +153,7 @@ def main() -> int:
             with open(args.json, "w") as f:  # after every shape, so that a run cut short keeps what it measured
                 f.write(dumps(result))
     print(table(rows))
+    print(summary(rows))
     print(f"wrote {args.json} ({len(rows)} groups, {result['seconds']} s)")
     return 0
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -37,12 +38,15 @@ namespace {
 //   7, 8 (SM90) warp-specialized (gemm_wgmma_ws.cuh: TMA producer warp, 2 consumer warpgroups, 1 CTA per SM):
 //     256 tokens x 128 channels (M > 128) and 128 tokens x 256 channels (M 65..128). Their second candidate is
 //     the "tail split" (whole tiles for the full waves, the last partial wave split along K and summed in the
-//     kernel) instead of the split-K + reduce kernel of the others; their third (ids from 2 * kNumTiles on)
+//     kernel) instead of the split-K + reduce kernel of the others; their third (ids 22-24)
 //     "stream-K" (the last partial wave's K iterations shared equally by a wave of CTAs); tile 9 has the same two.
 //   9 (SM90) warp-specialized 64 tokens x 128 channels, 8 stages (INT8: 6), 2 CTAs per SM, clusters of 2 CTAs
 //     along N sharing the activation tile through multicast TMA: M <= 64 (bound by the weight stream).
 //   10 (SM90) 7 in clusters of 2 along N with multicast activations: at M = 256 every 256 x 128 CTA re-reads a
 //     2 MB (K = 4096) activation tile from L2 for 256 KB of weights.
+//   11 .. 15 (SM90) the balanced token tiles with T = 144, 160, 176, 192, 224 tokens (wgmma N = T), so that M > 128
+//     runs as equal token tiles that pad little (M = 333: 2 x 176 = 352 tokens where 256-token tiles compute 512).
+//     No 208 or 240: the sweep's dispatch lost nothing without them, and each T costs 8 kernels of build time.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -63,16 +67,34 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_128x256x64_s6", 128, 256, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_64x128x64_s8_c2", 64, 128, 8, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_256x128x64_s5_c2", 256, 128, 5, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_144x128x64_s6", 144, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_160x128x64_s6", 160, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_176x128x64_s6", 176, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_192x128x64_s6", 192, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_224x128x64_s6", 224, 128, 6, Kernel::kWgmmaWs, 1},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
-// Candidates: id = 2 * tile + splitk for every tile, then the stream-K variant of each warp-specialized tile
-// (appended, so the older ids keep their meaning). The split variants exist only where they split (split >= 2).
+// Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
+// then the stream-K variant of tiles 7, 8, 9 (not of the clustered 256 x 128 tile 10), then whole / tail split /
+// stream-K of each balanced tile. The split variants exist only where they split (split >= 2).
 enum Variant { kWhole, kSplit, kStreamK };
-constexpr int kFirstWsTile = 7, kNumStreamK = 3;  // tiles 7, 8, 9; not the clustered 256 x 128 tile (10)
-constexpr int kNumCandidates = 2 * kNumTiles + kNumStreamK;
+constexpr int kFirstWsTile = 7, kNumStreamK = 3, kFirstBalancedTile = 11;
+constexpr int kNumCandidates = 2 * kFirstBalancedTile + kNumStreamK + 3 * (kNumTiles - kFirstBalancedTile);
 static_assert(kNumCandidates == kCandidateCount, "gemm.h's kCandidateCount and the registry's list follow this table");
-int tile_of(int id) { return id < 2 * kNumTiles ? id / 2 : kFirstWsTile + id - 2 * kNumTiles; }
-Variant variant_of(int id) { return id < 2 * kNumTiles ? Variant(id % 2) : kStreamK; }
+constexpr int kFirstStreamKId = 2 * kFirstBalancedTile, kFirstBalancedId = kFirstStreamKId + kNumStreamK;
+int tile_of(int id) {
+    if (id < kFirstStreamKId) return id / 2;
+    if (id < kFirstBalancedId) return kFirstWsTile + id - kFirstStreamKId;
+    return kFirstBalancedTile + (id - kFirstBalancedId) / 3;
+}
+Variant variant_of(int id) {
+    if (id < kFirstStreamKId) return Variant(id % 2);
+    return id < kFirstBalancedId ? kStreamK : Variant((id - kFirstBalancedId) % 3);
+}
+int candidate_id(int tile, Variant v) {
+    if (tile >= kFirstBalancedTile) return kFirstBalancedId + 3 * (tile - kFirstBalancedTile) + v;
+    return v == kStreamK ? kFirstStreamKId + tile - kFirstWsTile : 2 * tile + v;
+}
 constexpr int kMaxSplit = 16;
 // Split-K aims for about two waves of CTAs on a large GPU (132 SMs on H100); a fixed figure keeps the workspace
 // size a function of the problem alone, as the C ABI requires.
@@ -97,6 +119,16 @@ int smem_bytes(const TileConfig& t, int bits) {
     if (t.kernel == Kernel::kWgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // aligned stages + slack
     return t.stages * stage;
 }
+
+// Every ws tile fits SM90's shared memory (balanced_pick relies on it).
+constexpr bool ws_tiles_fit_sm90() {
+    for (const TileConfig& t : kTiles)
+        for (int bits : {4, 6, 8})
+            if (t.kernel == Kernel::kWgmmaWs && ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes > 227 * 1024)
+                return false;
+    return true;
+}
+static_assert(ws_tiles_fit_sm90(), "a warp-specialized tile exceeds SM90's shared memory");
 
 int smem_limit(int sm) {
     if (sm >= 90) return 227 * 1024;
@@ -194,6 +226,8 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
+    if (tile_of(id) >= kFirstBalancedTile && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2)
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // the balanced tiles are built for INT4 / INT8 only
     return TRT_WOQ_OK;
 }
 
@@ -345,6 +379,13 @@ trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, vo
                            : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER>(args, plan, workspace, stream);
 }
 
+// A balanced token tile (INT4 / INT8 only: supports() refuses FP6, whose 8 kernels per T are not built).
+template <int TOK, int BITS, typename T>
+trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
+    if constexpr (BITS == 6) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    else return launch_wgmma_ws_pieces<TOK, 1, 6, BITS, T>(args, plan, workspace, stream);
+}
+
 template <int BITS, typename T>
 trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* workspace, cudaStream_t stream) {
     const int split = plan.split;
@@ -360,6 +401,11 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 8: return launch_wgmma_ws_pieces<128, 2, 6, BITS, T>(args, plan, workspace, stream);
         case 9: return launch_wgmma_ws_pieces<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
+        case 11: return launch_balanced<144, BITS, T>(args, plan, workspace, stream);
+        case 12: return launch_balanced<160, BITS, T>(args, plan, workspace, stream);
+        case 13: return launch_balanced<176, BITS, T>(args, plan, workspace, stream);
+        case 14: return launch_balanced<192, BITS, T>(args, plan, workspace, stream);
+        case 15: return launch_balanced<224, BITS, T>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -386,41 +432,74 @@ size_t workspace(int id, const trt_woq_linear_params* p, int sm) {
     return workspace_bytes(id, *p);
 }
 
+namespace {
+
+// The cost model of the SM90 dispatch for M > 128, in microseconds of an H100 under full load, fitted to the
+// candidate sweep (tests/device/sweep_gemm.py; docs/kernels_gemm.md gives the figures), INT4 and INT8 alike: one
+// CTA's K tile of T tokens x 128 channels costs `ktile + token x T` (measured per wave of whole tiles: 0.58 us at
+// T = 144, 0.79 us at 256); a launch whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and
+// `partial` per 256 tokens of each partial a tile's last CTA sums.
+struct CostModel {
+    double ktile, token, shared, partial;
+};
+constexpr CostModel kCost{0.30, 0.0019, 4.0, 3.0};
+
+double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
+    const TileConfig& t = kTiles[plan.tile];
+    const double tile_k = kCost.ktile + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
+    if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
+    return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + kCost.shared +
+           kCost.partial * t.bm / 256.0 * plan.split;
+}
+
+// M > 128 on SM90: the 128-channel warp-specialized tile of T = 144, 160, 176, 192, 224 or 256 tokens and the variant
+// (whole tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
+// and the cost per token (each weight is converted once per tile); the variant, the last wave's fill. For a problem
+// that passed check_problem on SM90 these candidates are supported exactly when they split (the ws tiles fit SM90's
+// shared memory), which the plan says without supports()' other checks; FP6 has the 256-token tile only.
+int balanced_pick(const trt_woq_linear_params& p) {
+    const int end = p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? kFirstBalancedTile : kNumTiles;
+    int best = -1;
+    double best_cost = 0;
+    for (int tile = kFirstWsTile; tile < end; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
+        for (Variant v : {kWhole, kSplit, kStreamK}) {
+            const int id = candidate_id(tile, v);
+            const Plan plan = make_plan(id, p);
+            if (v != kWhole && plan.split < 2) continue;
+            const double cost = ws_cost(plan, p);
+            if (best < 0 || cost < best_cost) best = id, best_cost = cost;
+        }
+    return best;
+}
+
+}  // namespace
+
 int heuristic(const trt_woq_linear_params* params, int sm) {
     if (check_problem(params) != TRT_WOQ_OK || sm < 80) return -1;
     // Tile by M (measured on H100, docs/kernels_gemm.md): small M is bound by the weight stream, large M by the
     // tensor cores. Then the split-K variant when the tiles alone would leave most SMs idle.
     const int64_t m = params->m;
+    if (sm == 90 && m > 128) return balanced_pick(*params);
     if (sm == 90) {
-        // Hopper (H100 sweeps, docs/kernels_gemm.md). The warp-specialized tile by M: 64 x 128 in clusters of 2
-        // for M <= 64, 128 x 256 for M <= 128; beyond, 256 x 128, or 128 x 256 where 256-token tiles would compute
-        // more than 1.2x the padded tokens of 128-token ones (M = 257..384: 512 vs 384 tokens). A 128-token tile
-        // converts each weight for half as many tokens; the sweep over M = 129..1024 put that at about 1.2x the
-        // cost per token. Then the variant:
+        // Hopper, M <= 128 (H100 sweeps, docs/kernels_gemm.md). The warp-specialized tile: 64 x 128 in clusters of
+        // 2 for M <= 64, else 128 x 256. Then the variant:
         //  * the tail split whenever there are whole waves too; alone (every tile split) only up to 4 slices: the
         //    last slice sums the others' partials serially, and with 8 slices split-K + reduce measured faster;
-        //  * stream-K (INT4; INT8 was not measured): for the 256 x 128 tile within one wave 1/2 to 3/4 full when
-        //    its padding is at most 1.2x M (with more padding, whole tiles measured faster: 4096 x 6144, M = 288,
-        //    0.67x cuBLAS against 0.44x); for the clustered 64-token tile over a last wave at least half full
-        //    after whole waves (not within one wave, where it was slower);
+        //  * stream-K (INT4) for the clustered 64-token tile over a last wave at least half full after whole waves
+        //    (not within one wave, where it was slower);
         //  * whole tiles when they fill at least half a wave (the clustered 64-token tile: INT4 within one wave
         //    only);
         //  * else the 64 x 128 (M <= 64) or the 2-CTA/SM 128 x 128 wgmma tile with split-K.
-        // The 256 x 128 tile in clusters of 2 is a tactic only: faster by candidate id at some M >= 1024 with
-        // K <= 4096, not through the public dispatch.
         // FP6 (a 4-bit line plus its 2-bit words) follows INT4's rules; not swept on its own.
         const bool int4 =
             params->weight_format == TRT_WOQ_WEIGHT_INT4 || params->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
-        const int64_t pad256 = int64_t(ceil_div(m, 256)) * 256, pad128 = int64_t(ceil_div(m, 128)) * 128;
-        const int ws = m <= 64 ? 9 : (m <= 128 || 6 * pad128 < 5 * pad256 ? 8 : 7);
+        const int ws = m <= 64 ? 9 : 8;
         const Plan tail = make_plan(2 * ws + 1, *params);
         if (supports(2 * ws + 1, params, sm) == TRT_WOQ_OK && (tail.dp_tiles > 0 || tail.split <= kMaxTailSplitAlone))
             return 2 * ws + 1;
         const int64_t wave = ws_wave(kTiles[ws]);
-        const int streamk = 2 * kNumTiles + ws - kFirstWsTile;
-        const bool streamk_fits =
-            ws == 7 ? 2 * tail.tiles > wave && 4 * tail.tiles <= 3 * wave && 5 * pad256 <= 6 * m
-                    : ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
+        const int streamk = candidate_id(ws, kStreamK);
+        const bool streamk_fits = ws == 9 && tail.tiles > wave && 2 * (tail.tiles % wave) >= wave;
         if (int4 && streamk_fits && supports(streamk, params, sm) == TRT_WOQ_OK) return streamk;
         const bool whole_ok = ws != 9 || (int4 && tail.tiles <= wave);
         if (2 * tail.tiles >= wave && whole_ok && supports(2 * ws, params, sm) == TRT_WOQ_OK) return 2 * ws;

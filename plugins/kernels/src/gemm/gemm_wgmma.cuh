@@ -24,61 +24,83 @@ namespace gemm {
 #endif
 
 #ifdef TRT_WOQ_WGMMA
-// wgmma.mma_async m64nNk16 with FP32 accumulators, A from registers, B from shared memory (descriptor), for N = 64,
-// 128, 256 tokens and FP16 / BF16 operands.
-#define TRT_WOQ_WGMMA_M64N64K16(TYPE) \
-    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
-__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N64K16("f16");
-}
-__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N64K16("bf16");
-}
-#undef TRT_WOQ_WGMMA_M64N64K16
-#define TRT_WOQ_WGMMA_M64N128K16(TYPE) \
-    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
-__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N128K16("f16");
-}
-__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N128K16("bf16");
-}
-#undef TRT_WOQ_WGMMA_M64N128K16
-#define TRT_WOQ_WGMMA_M64N256K16(TYPE) \
-    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
-                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
-__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N256K16("f16");
-}
-__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-    TRT_WOQ_WGMMA_M64N256K16("bf16");
-}
-#undef TRT_WOQ_WGMMA_M64N256K16
-
+// wgmma.mma_async m64nNk16 with FP32 accumulators, A from registers, B from shared memory (descriptor), FP16 / BF16
+// operands, for any token count N = 16 C (C = 1 .. 16; PTX takes N in steps of 8, the token tiles here are in steps
+// of 16). One asm statement per C, built from three lists of C entries: the accumulator placeholders
+// (TRT_WOQ_WG_S<C>: %0 .. %8C-1), their "+f" operands (TRT_WOQ_WG_O<C>, 8 per entry) and the placeholders of the A
+// registers and the descriptor that follow them (TRT_WOQ_WG_I<C>).
+#define TRT_WOQ_WG_D8(b) \
+    "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3]), "+f"(d[b + 4]), "+f"(d[b + 5]), "+f"(d[b + 6]), "+f"(d[b + 7])
+#define TRT_WOQ_WG_S1 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define TRT_WOQ_WG_S2 TRT_WOQ_WG_S1 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define TRT_WOQ_WG_S3 TRT_WOQ_WG_S2 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define TRT_WOQ_WG_S4 TRT_WOQ_WG_S3 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define TRT_WOQ_WG_S5 TRT_WOQ_WG_S4 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define TRT_WOQ_WG_S6 TRT_WOQ_WG_S5 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define TRT_WOQ_WG_S7 TRT_WOQ_WG_S6 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define TRT_WOQ_WG_S8 TRT_WOQ_WG_S7 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define TRT_WOQ_WG_S9 TRT_WOQ_WG_S8 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define TRT_WOQ_WG_S10 TRT_WOQ_WG_S9 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define TRT_WOQ_WG_S11 TRT_WOQ_WG_S10 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define TRT_WOQ_WG_S12 TRT_WOQ_WG_S11 ", %88, %89, %90, %91, %92, %93, %94, %95"
+#define TRT_WOQ_WG_S13 TRT_WOQ_WG_S12 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define TRT_WOQ_WG_S14 TRT_WOQ_WG_S13 ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define TRT_WOQ_WG_S15 TRT_WOQ_WG_S14 ", %112, %113, %114, %115, %116, %117, %118, %119"
+#define TRT_WOQ_WG_S16 TRT_WOQ_WG_S15 ", %120, %121, %122, %123, %124, %125, %126, %127"
+#define TRT_WOQ_WG_O1 TRT_WOQ_WG_D8(0)
+#define TRT_WOQ_WG_O2 TRT_WOQ_WG_O1, TRT_WOQ_WG_D8(8)
+#define TRT_WOQ_WG_O3 TRT_WOQ_WG_O2, TRT_WOQ_WG_D8(16)
+#define TRT_WOQ_WG_O4 TRT_WOQ_WG_O3, TRT_WOQ_WG_D8(24)
+#define TRT_WOQ_WG_O5 TRT_WOQ_WG_O4, TRT_WOQ_WG_D8(32)
+#define TRT_WOQ_WG_O6 TRT_WOQ_WG_O5, TRT_WOQ_WG_D8(40)
+#define TRT_WOQ_WG_O7 TRT_WOQ_WG_O6, TRT_WOQ_WG_D8(48)
+#define TRT_WOQ_WG_O8 TRT_WOQ_WG_O7, TRT_WOQ_WG_D8(56)
+#define TRT_WOQ_WG_O9 TRT_WOQ_WG_O8, TRT_WOQ_WG_D8(64)
+#define TRT_WOQ_WG_O10 TRT_WOQ_WG_O9, TRT_WOQ_WG_D8(72)
+#define TRT_WOQ_WG_O11 TRT_WOQ_WG_O10, TRT_WOQ_WG_D8(80)
+#define TRT_WOQ_WG_O12 TRT_WOQ_WG_O11, TRT_WOQ_WG_D8(88)
+#define TRT_WOQ_WG_O13 TRT_WOQ_WG_O12, TRT_WOQ_WG_D8(96)
+#define TRT_WOQ_WG_O14 TRT_WOQ_WG_O13, TRT_WOQ_WG_D8(104)
+#define TRT_WOQ_WG_O15 TRT_WOQ_WG_O14, TRT_WOQ_WG_D8(112)
+#define TRT_WOQ_WG_O16 TRT_WOQ_WG_O15, TRT_WOQ_WG_D8(120)
+#define TRT_WOQ_WG_I1 "{%8, %9, %10, %11}, %12"
+#define TRT_WOQ_WG_I2 "{%16, %17, %18, %19}, %20"
+#define TRT_WOQ_WG_I3 "{%24, %25, %26, %27}, %28"
+#define TRT_WOQ_WG_I4 "{%32, %33, %34, %35}, %36"
+#define TRT_WOQ_WG_I5 "{%40, %41, %42, %43}, %44"
+#define TRT_WOQ_WG_I6 "{%48, %49, %50, %51}, %52"
+#define TRT_WOQ_WG_I7 "{%56, %57, %58, %59}, %60"
+#define TRT_WOQ_WG_I8 "{%64, %65, %66, %67}, %68"
+#define TRT_WOQ_WG_I9 "{%72, %73, %74, %75}, %76"
+#define TRT_WOQ_WG_I10 "{%80, %81, %82, %83}, %84"
+#define TRT_WOQ_WG_I11 "{%88, %89, %90, %91}, %92"
+#define TRT_WOQ_WG_I12 "{%96, %97, %98, %99}, %100"
+#define TRT_WOQ_WG_I13 "{%104, %105, %106, %107}, %108"
+#define TRT_WOQ_WG_I14 "{%112, %113, %114, %115}, %116"
+#define TRT_WOQ_WG_I15 "{%120, %121, %122, %123}, %124"
+#define TRT_WOQ_WG_I16 "{%128, %129, %130, %131}, %132"
+#define TRT_WOQ_WGMMA_ASM(C, N, TYPE)                                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"                                                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" TRT_WOQ_WG_S##C "}, "        \
+                 TRT_WOQ_WG_I##C ", p, 1, 1, 0;\n}\n"                                                               \
+                 : TRT_WOQ_WG_O##C                                                                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
+#define TRT_WOQ_WGMMA_CASE(C, N)                                           \
+    if constexpr (TOK == N) {                                              \
+        if constexpr (std::is_same<T, half>::value) TRT_WOQ_WGMMA_ASM(C, N, "f16"); \
+        else TRT_WOQ_WGMMA_ASM(C, N, "bf16");                              \
+    }
+// d += A x B for a TOK-token activation tile (wgmma's N): TOK / 2 accumulators per thread.
 template <int TOK, typename T>
 __device__ __forceinline__ void wgmma_tok(float (&d)[TOK / 2], const uint32_t (&a)[4], uint64_t desc) {
-    constexpr bool kHalf = std::is_same<T, half>::value;
-    if constexpr (TOK == 64 && kHalf) wgmma_m64n64k16_f16(d, a, desc);
-    if constexpr (TOK == 64 && !kHalf) wgmma_m64n64k16_bf16(d, a, desc);
-    if constexpr (TOK == 128 && kHalf) wgmma_m64n128k16_f16(d, a, desc);
-    if constexpr (TOK == 128 && !kHalf) wgmma_m64n128k16_bf16(d, a, desc);
-    if constexpr (TOK == 256 && kHalf) wgmma_m64n256k16_f16(d, a, desc);
-    if constexpr (TOK == 256 && !kHalf) wgmma_m64n256k16_bf16(d, a, desc);
+    static_assert(TOK % 16 == 0 && TOK >= 16 && TOK <= 256, "wgmma N: 16 .. 256 tokens in steps of 16");
+    TRT_WOQ_WGMMA_CASE(1, 16) TRT_WOQ_WGMMA_CASE(2, 32) TRT_WOQ_WGMMA_CASE(3, 48) TRT_WOQ_WGMMA_CASE(4, 64)
+    TRT_WOQ_WGMMA_CASE(5, 80) TRT_WOQ_WGMMA_CASE(6, 96) TRT_WOQ_WGMMA_CASE(7, 112) TRT_WOQ_WGMMA_CASE(8, 128)
+    TRT_WOQ_WGMMA_CASE(9, 144) TRT_WOQ_WGMMA_CASE(10, 160) TRT_WOQ_WGMMA_CASE(11, 176) TRT_WOQ_WGMMA_CASE(12, 192)
+    TRT_WOQ_WGMMA_CASE(13, 208) TRT_WOQ_WGMMA_CASE(14, 224) TRT_WOQ_WGMMA_CASE(15, 240) TRT_WOQ_WGMMA_CASE(16, 256)
 }
+#undef TRT_WOQ_WGMMA_CASE
+#undef TRT_WOQ_WGMMA_ASM
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
