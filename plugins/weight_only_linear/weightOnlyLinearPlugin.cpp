@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <vector>
 
 using namespace nvinfer1;
 
@@ -21,6 +22,7 @@ namespace
 
 constexpr int32_t kSTATUS_SUCCESS = 0;
 constexpr int32_t kSTATUS_FAILURE = -1;
+constexpr int64_t kTILE_ROWS = 16; // every kernel's token tile is a multiple of 16 rows
 
 // The integer fields, in the order of docs/op.md; `activation`, `act_mode` and `act_asymmetric` are optional
 // (absent = none / weight-only). plugin_version and plugin_namespace are read by the ONNX parser to find the
@@ -553,9 +555,16 @@ size_t WeightOnlyLinearPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* i
         int64_t const opt = std::min(std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].opt), lo), hi);
         int32_t const sm = mSm ? mSm : currentSm();
         // Whatever tactic TensorRT picks, and the dispatch fallback: the largest need over the profile's M range.
+        // Split plans make a candidate's need non-monotonic in M (a tail split at M = 333 may need more than at
+        // M = 4096), so every tile count is visited: token tiles are multiples of 16 rows.
+        std::vector<int64_t> ms{lo, opt, hi};
+        for (int64_t m = (lo / kTILE_ROWS + 1) * kTILE_ROWS; m < hi; m += kTILE_ROWS)
+        {
+            ms.push_back(m);
+        }
         size_t bytes = 0;
         int32_t const count = trt_woq_linear_candidate_count();
-        for (int64_t m : {lo, opt, hi})
+        for (int64_t m : ms)
         {
             trt_woq_linear_params p;
             fillSizes(&p, m);

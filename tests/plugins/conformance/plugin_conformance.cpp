@@ -1008,7 +1008,9 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
             dev.defaultStreamUsed = dev.defaultStreamUsed || stream == nullptr;
             std::string const what = tag + dimsText(r.x) + (r.w8a8 ? " (W8A8 math)" : "") + " tactic "
                 + std::to_string(tactic) + (stream ? "" : " default stream");
-            CUDA_CHECK(cudaMemset(dY, 0xFF, yBytes)); // NaN in fp16 and bf16
+            // NaN in fp16 and bf16, on the enqueue's stream: a legacy-stream memset does not order with a
+            // non-blocking stream, and under load it landed after the kernel's stores.
+            CUDA_CHECK(cudaMemsetAsync(dY, 0xFF, yBytes, stream));
             check(run->setTactic(tactic) == 0, what + ": setTactic");
             check(run->onShapeChange(d.data(), nIn, &d.back(), 1) == 0, what + ": onShapeChange");
             int32_t const s = run->enqueue(d.data(), &d.back(), inputs.data(), outputs, dWorkspace, stream);
