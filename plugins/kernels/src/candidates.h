@@ -11,7 +11,7 @@
 #ifndef TRT_WOQ_CANDIDATES_H
 #define TRT_WOQ_CANDIDATES_H
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +80,26 @@ trt_woq_status record_cuda_error(cudaError_t err);
 
 /* Launch-time check: TRT_WOQ_OK, or the status of the last launch error (recorded). */
 trt_woq_status check_launch();
+
+/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
+template <typename... Params, typename... Args>
+trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                                  cudaStream_t stream, const Args&... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = cluster > 1 ? 1 : 0;
+    const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+}
 
 }  // namespace trt_woq
 

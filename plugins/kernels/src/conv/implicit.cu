@@ -479,24 +479,8 @@ trt_woq_status launch_kernel(const trt_woq_linear_params* p, const LaunchPlan& p
                        GROUPED ? log2_exact(p->group_size) : 0, pl.chunks_per_split,
                        epilogue_of(*p)};
     auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER>;
-    constexpr int smem = Geo<BITS>::kSmem;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(pl.split, pl.mtiles, pl.ntiles);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    if (CLUSTER) {
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = static_cast<unsigned>(pl.split);
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-    }
-    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
-    if (err != cudaSuccess) return record_cuda_error(err);
-    return check_launch();
+    return launch_in_clusters(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), Geo<BITS>::kSmem,
+                              CLUSTER ? static_cast<unsigned>(pl.split) : 1u, stream, a);
 }
 
 template <typename T, int BITS>

@@ -772,24 +772,7 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
     a.chunks_per_split = l.cps;
     const dim3 grid(static_cast<unsigned>(l.nsplit), static_cast<unsigned>(l.tiles));
     const dim3 block(static_cast<unsigned>(l.warps * 32));
-    if (l.nsplit == 1) {
-        kernel<<<grid, block, l.smem, stream>>>(a);
-        return check_launch();
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = l.smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(l.nsplit);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
-    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+    return launch_in_clusters(kernel, grid, block, l.smem, static_cast<unsigned>(l.nsplit), stream, a);
 }
 
 /* The compiled (NT, MT) pairs; see the candidate table in gemv.cu. */

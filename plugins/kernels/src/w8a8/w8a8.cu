@@ -927,22 +927,9 @@ bool encode_bytes(CUtensorMap* map, int rank, const void* base, const cuuint64_t
 template <typename... Params, typename... Args>
 trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, dim3 grid, int threads, int smem,
                                 cudaStream_t stream, const Args&... args) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return record_cuda_error(err);
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    config.attrs = &attr;
-    config.numAttrs = cluster > 1 ? 1 : 0;
-    err = cudaLaunchKernelEx(&config, kernel, args...);
-    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+    return launch_in_clusters(kernel, grid, dim3(threads), smem, unsigned(cluster), stream, args...);
 }
 
 template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
