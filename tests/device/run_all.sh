@@ -44,14 +44,16 @@ export TRT_WOQ_KERNELS_TESTING_PATH=$root/$bdir/plugins/kernels/libtrt_woq_kerne
 export TRT_WOQ_GEMM_LIB=$TRT_WOQ_KERNELS_TESTING_PATH
 export TRT_WOQ_PLUGIN_PATH=$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so
 
+report() {  # report NAME LOG STATUS SECONDS: the log's FAIL lines and tail, then one PASS / FAIL line
+  grep -E "^FAIL" "$OUT/$2" | head -10
+  tail -2 "$OUT/$2" | sed 's/^/    /'
+  record "$1 in $4 s" "$3"
+}
 run_check() {  # run_check NAME LOG COMMAND...
   local name=$1 log=$2; shift 2
   local t=$SECONDS
   "$@" > "$OUT/$log" 2>&1
-  local rc=$?
-  grep -E "^FAIL" "$OUT/$log" | head -10
-  tail -2 "$OUT/$log" | sed 's/^/    /'
-  record "$name in $((SECONDS - t)) s" $rc
+  report "$name" "$log" $? $((SECONDS - t))
 }
 # The device checks share the GPU but are mostly host-side references: run them at once, report in order.
 bg_names=() bg_logs=() bg_pids=()
@@ -65,9 +67,7 @@ finish_checks() {
   for i in "${!bg_pids[@]}"; do
     wait "${bg_pids[$i]}"
     read -r rc secs < "$OUT/${bg_logs[$i]}.rc" || { rc=1 secs=0; }
-    grep -E "^FAIL" "$OUT/${bg_logs[$i]}" | head -10
-    tail -2 "$OUT/${bg_logs[$i]}" | sed 's/^/    /'
-    record "${bg_names[$i]} in $secs s" "$rc"
+    report "${bg_names[$i]}" "${bg_logs[$i]}" "$rc" "$secs"
   done
   bg_names=() bg_logs=() bg_pids=()
 }
