@@ -48,8 +48,9 @@ namespace {
 //     runs as equal token tiles that pad little (M = 333: 2 x 176 = 352 tokens where 256-token tiles compute 512).
 //     No 208 or 240: the sweep's dispatch lost nothing without them, and each T costs 12 kernels of build time.
 //   16 (SM90) 7 with two wgmma groups in flight (DEPTH 2, a third fragment buffer) while the next K tile
-//     converts: on 8192 x 57344 at M = 512 .. 1000 2-10 % faster than 7 (FP6 most); elsewhere within +-3 %. The
-//     balanced tiles with DEPTH 2 measured no faster than with 1 (H100, M = 256 .. 1000, three shapes).
+//     converts. A tactic only (TensorRT's timing picks it where it wins): in the H100 sweep it was 2-9 % faster than
+//     7 on 8192 x 57344 at M = 768 .. 1024 and 1-6 % slower on the other shapes (docs/kernels_gemm.md). The balanced
+//     tiles with DEPTH 2 measured no faster than with 1.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -461,11 +462,12 @@ double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
 // (whole tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
 // and the cost per token (each weight is converted once per tile); the variant, the last wave's fill. For a problem
 // that passed check_problem on SM90 these candidates are supported exactly when they split (the ws tiles fit SM90's
-// shared memory), which the plan says without supports()' other checks.
+// shared memory), which the plan says without supports()' other checks. The DEPTH 2 tile is a tactic only.
 int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
-    for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
+    for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
+        if (kTiles[tile].depth != 1) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);
@@ -473,6 +475,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
             const double cost = ws_cost(plan, p);
             if (best < 0 || cost < best_cost) best = id, best_cost = cost;
         }
+    }
     return best;
 }
 
