@@ -2,7 +2,9 @@
 LLM shapes, M in {1, 4, 16, 64, 256, 1024, 4096}. CUDA-graph replays of at least 20 launches over rotating buffers
 (more than 200 MB per operand, so the weights come from HBM, not L2), median of 7 replays (trt_woq.bench.time_calls).
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/bench_gemm.py [--quick] [--one M,K,N,cand]
+    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/bench_gemm.py [--quick] [--one M,K,N,cand[,cand...]]
+
+--one times the given candidates alone; with --eager each runs once outside any graph and nothing is timed (for ncu).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def copies(nbytes: int) -> int:
     return max(1, min(8, -(-ROTATE_BYTES // max(nbytes, 1))))
 
 
-def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.float16, only=None, cands=None):
+def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.float16, only=None, cands=None,
+                eager=False):
     rng = np.random.default_rng()
     rows = []
     wbytes = k * n * bits // 8
@@ -57,14 +60,20 @@ def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.floa
         auto = g.dispatch(prm0)
         wanted = range(g.count()) if cands is None else sorted(set(cands) | {auto})
         res = {}
-        for c in [c for c in wanted if g.supports(c, prm0) == OK] if only is None else [only]:
+        for c in [c for c in wanted if g.supports(c, prm0) == OK] if only is None else only:
             ws_bytes = g.workspace(c, prm0)
             ws = torch.empty(max(ws_bytes, 4) // 4, device="cuda", dtype=torch.float32)
             prms = [p.params(outs[i % 2], ws if ws_bytes else None) for i, p in enumerate(probs)]
             st = g.run(c, prms[0])
             if st != OK:
                 raise RuntimeError(f"{g.name(c)} M={m} K={k} N={n}: status {st} {g.cuda_error()}")
+            if eager:
+                torch.cuda.synchronize()
+                print(f"ran {g.name(c)} M={m} K={k} N={n} bits {bits}", flush=True)
+                continue
             res[c] = time_graph([lambda q=q, c=c: g.run(c, q) for q in prms])
+        if eager:
+            continue
         best = min(res, key=res.get)
         row = dict(m=m, k=k, n=n, cublas_us=t_cublas * 1e6, cublas_tflops=flops / t_cublas / 1e12,
                    best=g.name(best), best_us=res[best] * 1e6, auto=g.name(auto) if auto >= 0 else "-",
@@ -84,17 +93,20 @@ def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.floa
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only M = 64, 256, 1024, 4096")
-    ap.add_argument("--one", help="M,K,N,candidate: time one kernel (for ncu)")
-    ap.add_argument("--bits", type=int, default=4)
+    ap.add_argument("--one", help="M,K,N,candidate[,candidate...]: time these kernels alone (for ncu)")
+    ap.add_argument("--eager", action="store_true", help="with --one: run each once, no timing (ncu)")
+    ap.add_argument("--bits", type=int, default=4, help="4, 8 (INT, g128) or 6 (FP6 per channel)")
     ap.add_argument("--ms", help="comma-separated M values (default: all, or --quick's)")
     ap.add_argument("--shapes", help="comma-separated KxN shapes (default: the three LLM shapes)")
     ap.add_argument("--cands", help="comma-separated candidate ids to time (default: all; the dispatch's pick always)")
     args = ap.parse_args()
     g = Gemm()
-    print(f"device {torch.cuda.get_device_name()} sm {g.sm}; INT{args.bits} g128 FP16 weights vs cuBLAS FP16")
+    group = -1 if args.bits == 6 else 128
+    print(f"device {torch.cuda.get_device_name()} sm {g.sm}; bits {args.bits} group {group}, FP16 activations vs "
+          f"cuBLAS FP16")
     if args.one:
-        m, k, n, c = (int(v) for v in args.one.split(","))
-        bench_shape(g, k, n, [m], bits=args.bits, only=c)
+        m, k, n, *only = (int(v) for v in args.one.split(","))
+        bench_shape(g, k, n, [m], bits=args.bits, group=group, only=only, eager=args.eager)
         return 0
     # Context: the device-to-device copy bandwidth in this run.
     print(f"d2d copy: {copy_bandwidth() / 1e3:.2f} TB/s (read + write)")
@@ -103,7 +115,7 @@ def main() -> int:
         ms = [int(m) for m in args.ms.split(",")]
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     for k, n in shapes:
-        bench_shape(g, k, n, ms, bits=args.bits,
+        bench_shape(g, k, n, ms, bits=args.bits, group=group,
                     cands=None if args.cands is None else [int(c) for c in args.cands.split(",")])
         torch.cuda.empty_cache()
     return 0

@@ -6,6 +6,7 @@ fp6_e3m2.decode). Prints one line per failure and a closing PASSED / FAILED line
     TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--bits 4,8,6] [--quick]
 
 --quick: the shape sweep on three of its six shapes and fewer M values (every candidate still runs).
+--cands A-B,C: only these candidate ids in the option and shape sweeps (the dispatch and the refusals still run).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
 from gemm_lib import (INVALID_ARGUMENT, OK, UNSUPPORTED_SHAPE, WORKSPACE, Gemm, Linear, Problem,  # noqa: E402
-                      dequant64, make_problem, reference, with_m)
+                      dequant64, id_list, make_problem, reference, with_m)
 
 # Relative Frobenius error and max error relative to max |Y|: one rounding of W to the activation type and one of Y
 # (2^-11 FP16, 2^-8 BF16) bound both with room; a layout or pipeline bug gives errors of order 1.
@@ -66,9 +67,12 @@ def check(g: Gemm, pr: Problem, cand: int, rows: torch.Tensor | None = None, ref
         fail(f"{tag}{name} {pr.label()}: rel err {rel:.2e} (tol {tol_rel}), max err {mx:.2e} (tol {tol_max})")
 
 
+ONLY: set[int] | None = None  # --cands
+
+
 def candidates_for(g: Gemm, pr: Problem) -> list[int]:
     prm = pr.params(None)
-    return [i for i in range(g.count()) if g.supports(i, prm) == OK]
+    return [i for i in range(g.count()) if g.supports(i, prm) == OK and (ONLY is None or i in ONLY)]
 
 
 def sample_rows(m: int) -> torch.Tensor | None:
@@ -82,7 +86,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bits", default="4,8,6", help="weight formats to test: 4, 8 (INT), 6 (FP6); default all")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and M values in the shape sweep")
+    ap.add_argument("--cands", help="candidate ids of the option and shape sweeps, e.g. 25-57,14 (default: all)")
     args = ap.parse_args()
+    global ONLY
+    ONLY = set(id_list(args.cands)) if args.cands else None
     formats = {int(b) for b in args.bits.split(",")}
     g = Gemm()
     rng = np.random.default_rng()  # fresh inputs every run
@@ -98,7 +105,7 @@ def main() -> int:
         pr = make_problem(127, 262 if bits == 8 else 264, 768, bits, group, dtype, zeros, bias, rng)
         ref = reference(pr)
         cands = candidates_for(g, pr)
-        if not cands:
+        if not cands and ONLY is None:
             fail(f"no candidate supports {pr.label()}")
         for c in cands:
             check(g, pr, c, ref=ref, tag="options: ")
@@ -114,10 +121,10 @@ def main() -> int:
                (6, torch.float16, -1, False, True), (6, torch.bfloat16, 128, False, True),
                (6, torch.float16, 64, False, False)]
     m_values = {4: (17, 32, 64, 127, 128, 145, 333, 400, 450, 512, 700, 2048, 4096),
-                6: (17, 64, 127, 333, 450, 1024, 2048)}
+                6: (17, 64, 127, 333, 400, 450, 1000, 1024, 2048)}
     if args.quick:
         shapes = [(4096, 4096), (1088, 1000), (2112, 324)]
-        m_values = {4: (17, 127, 145, 333, 450, 700), 6: (17, 127, 333, 450)}
+        m_values = {4: (17, 127, 145, 333, 450, 700, 1000), 6: (17, 127, 333, 400, 1000)}
     main_configs = {(4, torch.float16), (6, torch.float16)}
     for (k, n), (bits, dtype, group, zeros, bias) in itertools.product(shapes, configs):
         if bits not in formats or n % (2 if bits == 8 else 4) or (group != -1 and k % group):
@@ -130,7 +137,7 @@ def main() -> int:
             pr = with_m(base, m)
             rows = sample_rows(m)
             ref = reference(pr, rows, w64)
-            for c in candidates_for(g, pr) + [-1]:
+            for c in candidates_for(g, pr) + [-1]:  # -1: the dispatch
                 check(g, pr, c, rows=rows, ref=ref, tag="shapes: ")
         del base, w64
     print(f"shape sweep done ({COUNT['runs']} runs, {time.time() - t0:.0f}s)", flush=True)

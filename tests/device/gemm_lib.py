@@ -136,6 +136,15 @@ class Problem:
         return prm
 
 
+def id_list(spec: str) -> list[int]:
+    """Candidate ids from '14,25-57' (ranges inclusive), sorted."""
+    ids: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        ids |= set(range(int(lo), int(hi or lo) + 1))
+    return sorted(ids)
+
+
 def layout(bits: int):
     """The packed layout module of a bit width: fp6_split_v1 for 6 (FP6 E3M2 codes), interleaved_v1 for 8 and 4."""
     return fp6_split_v1 if bits == 6 else interleaved_v1

@@ -46,6 +46,8 @@ int main() {
         {20, 68, 2048, 8, -1, 1, 0, 0},    // per-channel
         {17, 34048, 1024, 4, 128, 0, 1, 0}, // 266 N tiles: full waves + split tail tiles (ws tail split, clusters)
         {17, 12800, 1088, 4, 64, 1, 1, 1}, // 100 N tiles, 17 K tiles: stream-K shares crossing tile boundaries
+        {145, 260, 1088, 6, -1, 0, 0, 1},  // FP6 (layout 2): every token tile's M tail, N tail
+        {333, 2560, 1088, 6, 64, 1, 0, 0},  // FP6, 40 tiles: tail splits and stream-K of every token tile
     };
     int failures = 0, runs = 0;
     for (const Case& c : cases) {
@@ -53,7 +55,8 @@ int main() {
         const int ng = c.group == -1 ? 1 : c.k / c.group;
         const int inter = c.bits == 8 ? 2 : 4;
         void* a = dalloc(size_t(c.m) * c.k * act, 1);
-        void* b = dalloc(size_t(c.n / inter) * (c.k / 2) * 4, 2);
+        const size_t row_words = c.bits == 6 ? size_t(c.k) / 4 * 3 : size_t(c.k) / 2;  // FP6: 4-bit + 2-bit words
+        void* b = dalloc(size_t(c.n / inter) * row_words * 4, 2);
         void* s = dalloc(size_t(ng) * c.n * act, 3);
         void* z = c.zeros ? dalloc(size_t(ng) * c.n * act, 4) : nullptr;
         void* bias = c.bias ? dalloc(size_t(c.n) * act, 5) : nullptr;
@@ -68,9 +71,9 @@ int main() {
         p.m = c.m;
         p.n = c.n;
         p.k = c.k;
-        p.weight_format = c.bits == 8 ? TRT_WOQ_WEIGHT_INT8 : TRT_WOQ_WEIGHT_INT4;
+        p.weight_format = c.bits == 8 ? TRT_WOQ_WEIGHT_INT8 : c.bits == 6 ? TRT_WOQ_WEIGHT_FP6_E3M2 : TRT_WOQ_WEIGHT_INT4;
         p.group_size = c.group;
-        p.layout_version = 1;
+        p.layout_version = c.bits == 6 ? 2 : 1;
         p.act_type = c.bf16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
         for (int id = -1; id < trt_woq_gemm_candidate_count(); ++id) {
             if (id >= 0 && trt_woq_gemm_candidate_supports(id, &p, sm) != TRT_WOQ_OK) continue;
@@ -84,7 +87,7 @@ int main() {
             if (id >= 0) trt_woq_gemm_candidate_describe(id, name, sizeof(name));
             ++runs;
             if (st != TRT_WOQ_OK || e != cudaSuccess) {
-                std::printf("FAIL %s M=%d N=%d K=%d int%d: status %d, %s\n", name, c.m, c.n, c.k, c.bits, st,
+                std::printf("FAIL %s M=%d N=%d K=%d bits %d: status %d, %s\n", name, c.m, c.n, c.k, c.bits, st,
                             cudaGetErrorName(e));
                 ++failures;
             }

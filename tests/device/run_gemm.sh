@@ -4,8 +4,9 @@
 # quick: its --quick form), compute-sanitizer memcheck / racecheck on small odd problems (sanitize), the candidate
 # sweep behind the dispatch rule (sweep, options in SWEEP_ARGS), the GEMM benchmark (bench), the package's
 # benchmark through the public dispatch (trtbench), both benchmarks back to back at M = 64 (m64), SASS counts (sass),
-# ncu (ncu). GPU clocks, power and throttle reasons are sampled every 0.5 s into $OUT/smi.csv (step start times are
-# in the output, to line them up). Logs go to $OUT (or ./gemm_out).
+# ncu (ncu: M = 4096, 64 and 333, and the SASS stall sampling at M = 333). GPU clocks, power and throttle reasons
+# are sampled every 0.5 s into $OUT/smi.csv (step start times are in the output, to line them up). Logs go to $OUT
+# (or ./gemm_out).
 # Usage: bash tests/device/run_gemm.sh [check|quick|sanitize|sweep|bench|trtbench|m64|sass|ncu|all]...
 #   BENCH_ARGS: options of bench_gemm.py; TRT_BENCH_ARGS: options of python -m trt_woq.bench (default: the three
 #   standard shapes, every M, INT4 g128 and cuBLAS FP16).
@@ -88,6 +89,18 @@ for step in $STEPS; do
       ncu --clock-control none --kernel-name 'regex:gemm_.*mma(_ws)?_kernel' --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats --section MemoryWorkloadAnalysis \
         python3 tests/device/bench_gemm.py --one 64,4096,28672,${NCU_M64_CAND:-8} > "$OUT/ncu_m64.log" 2>&1 || status=1
+      # M = 333 (the mid-M regime): INT4 g128 and FP6 per channel through the 176-token balanced tile (stream-K on
+      # 14336 x 4096, candidate 33; tail split on 4096 x 4096, 32), then the SASS stall sampling of the first.
+      for spec in "4 333,14336,4096,33" "4 333,4096,4096,32" "6 333,14336,4096,33" "6 333,4096,4096,32"; do
+        set -- $spec
+        ncu --clock-control none --kernel-name regex:gemm_wgmma_ws_kernel --launch-count 1 --section SpeedOfLight \
+          --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
+          --print-details all python3 tests/device/bench_gemm.py --bits $1 --one $2 --eager \
+          > "$OUT/ncu_m333_$1_${2//,/_}.log" 2>&1 || status=1
+      done
+      ncu --clock-control none --kernel-name regex:gemm_wgmma_ws_kernel --launch-count 1 --section WarpStateStats \
+        --section SourceCounters --page source --print-source sass --csv \
+        python3 tests/device/bench_gemm.py --bits 4 --one 333,14336,4096,33 --eager > "$OUT/ncu_m333_sass.csv" 2>&1 || status=1
       grep -E "Throughput|Pipe|Stall|Issued|Duration|Memory \[%\]|Registers|Achieved Occ|Theoretical Occ" "$OUT"/ncu_m*.log | head -60 ;;
     *) echo "unknown step $step"; status=1 ;;
   esac

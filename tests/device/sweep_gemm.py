@@ -1,15 +1,18 @@
 """Every SM90 warp-specialized GEMM candidate against cuBLAS FP16 over M = 129 .. 1024 on the standard shapes, INT4
-g128 and INT8 per-channel, in one process: the data behind the dispatch rule of docs/kernels_gemm.md.
+g128, INT8 per-channel and FP6 per-channel, in one process: the data behind the dispatch rule of
+docs/kernels_gemm.md.
 
 For each (K, N, bits, M) the candidates that support the problem, the dispatch's pick and cuBLAS FP16 (torch.matmul)
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
-taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS. Prints one
-line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the fastest candidate of ids
-below 25 and the fastest of all) and a summary per (bits, shape, M range) with the geometric mean and the minimum;
-writes every time to --json.
+taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS. --old-lib: a
+GEMM library built from another tree (e.g. main) whose dispatch is asked for its pick too, timed here through the
+candidate of the same id (the ids it has mean the same kernels here), so that an old and a new rule are compared in
+one run. Prints one line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old
+dispatch and the fastest candidate) and a summary per (bits, shape, M range) with the geometric mean and the
+minimum; writes every time to --json.
 
     export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
-    python3 tests/device/sweep_gemm.py --json sweep.json
+    python3 tests/device/sweep_gemm.py --json sweep.json [--old-lib /tmp/old/libtrt_woq_gemm.so]
 """
 
 from __future__ import annotations
@@ -25,31 +28,30 @@ import torch
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
-from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
+from gemm_lib import OK, Gemm, id_list, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
 from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
 # The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
-# (20, 21) and the balanced token tiles (25-39).
-SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 40))
-FIRST_NEW_ID = 25  # "old": the candidates before the balanced tiles
+# (20, 21), the balanced token tiles (25-39) and the 256 x 128 tile with two wgmma groups in flight (40-42).
+SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 43))
 BIG_MS = [2048, 4096]
 RANGES = ((129, 1023), (1024, None))
-WEIGHT_FORMATS = {4: 128, 8: -1}  # bits -> group size
+WEIGHT_FORMATS = {4: 128, 8: -1, 6: -1}  # bits -> group size
 
 
 def copies_for(nbytes: int, l2: int) -> int:
     return max(1, min(8, math.ceil(2.5 * l2 / nbytes)))
 
 
-def sweep_shape(g: Gemm, k: int, n: int, bits: int, ms, cands, l2: int, replays: int, log) -> list[dict]:
+def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands, l2: int, replays: int,
+                log) -> list[dict]:
     rng = np.random.default_rng()
     group = WEIGHT_FORMATS[bits]
     weights = [make_problem(max(ms), n, k, bits, group, torch.float16, False, False, rng, random_words=True)
                for _ in range(copies_for(k * n * bits // 8, l2))]
     w16 = [torch.randn(k, n, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies_for(2 * k * n, l2))]
     rows = []
-    ids = {g.name(i): i for i in range(g.count())}
     for m in ms:
         m_cands = cands if m not in BIG_MS else [14]
         x = weights[0].x[:m].contiguous()
@@ -59,8 +61,9 @@ def sweep_shape(g: Gemm, k: int, n: int, bits: int, ms, cands, l2: int, replays:
             p.x = x
         prm0 = probs[0].params(out)
         auto = g.dispatch(prm0)
+        old_auto = old.dispatch(prm0) if old else -1
         names, methods, keep = ["cublas_fp16"], [[(lambda w=w: torch.matmul(x, w, out=out)) for w in w16]], []
-        for c in sorted(set(m_cands) | {auto}):
+        for c in sorted(set(m_cands) | {auto, old_auto} - {-1}):
             if g.supports(c, prm0) != OK:
                 continue
             ws_bytes = g.workspace(c, prm0)
@@ -77,17 +80,19 @@ def sweep_shape(g: Gemm, k: int, n: int, bits: int, ms, cands, l2: int, replays:
         res = {nm: (None if isinstance(t, Exception) else round(t, 2)) for nm, t in zip(names, times)}
         cublas = res.pop("cublas_fp16")
         best = min((c for c in res if res[c]), key=res.get)
-        old = [c for c in res if res[c] and ids[c] < FIRST_NEW_ID]
-        best_old = min(old, key=res.get) if old else None
-        row = dict(k=k, n=n, bits=bits, m=m, cublas_us=cublas, auto=g.name(auto) if auto >= 0 else None,
-                   auto_us=res.get(g.name(auto)) if auto >= 0 else None, best=best, best_us=res[best],
-                   best_old=best_old, best_old_us=res[best_old] if best_old else None, all=res)
+        pick = {key: (g.name(c), res.get(g.name(c))) if c >= 0 else (None, None)
+                for key, c in (("auto", auto), ("old", old_auto))}
+        row = dict(k=k, n=n, bits=bits, m=m, cublas_us=cublas, auto=pick["auto"][0], auto_us=pick["auto"][1],
+                   old=pick["old"][0], old_us=pick["old"][1], best=best, best_us=res[best], all=res)
         rows.append(row)
-        log(f"K={k:6d} N={n:6d} INT{bits} M={m:5d} | cuBLAS {cublas:8.1f} | auto {row['auto']:40s} "
-            f"{row['auto_us'] or float('nan'):8.1f} x{cublas / (row['auto_us'] or float('nan')):.2f} | best {best:40s} "
-            f"{res[best]:8.1f} x{cublas / res[best]:.2f}")
+        log(f"K={k:6d} N={n:6d} {FORMAT[bits]} M={m:5d} | cuBLAS {cublas:8.1f} | auto {row['auto']:40s} "
+            f"{row['auto_us'] or float('nan'):8.1f} x{cublas / (row['auto_us'] or float('nan')):.2f} | old "
+            f"x{ratio(row, 'old_us'):.2f} | best {best:40s} {res[best]:8.1f} x{cublas / res[best]:.2f}")
         del probs, keep, methods
     return rows
+
+
+FORMAT = {4: "INT4", 8: "INT8", 6: "FP6"}
 
 
 def ratio(r: dict, key: str) -> float:
@@ -95,17 +100,19 @@ def ratio(r: dict, key: str) -> float:
 
 
 def table(rows: list[dict]) -> str:
-    out = [f"{'bits':>4} {'K x N':>13} {'M':>5} {'cuBLAS':>8} {'auto x':>7} {'old x':>6} {'best x':>7}  auto"]
+    short = lambda name: (name or "-").replace("gemm_wgmma_ws_", "").replace("x64", "")  # noqa: E731
+    out = [f"{'bits':>4} {'K x N':>13} {'M':>5} {'cuBLAS':>8} {'auto x':>7} {'old x':>6} {'best x':>7}  auto / old"]
     for r in rows:
         out.append(f"{r['bits']:>4} {r['k']:>6}x{r['n']:<6} {r['m']:>5} {r['cublas_us']:8.1f} {ratio(r, 'auto_us'):7.2f} "
-                   f"{ratio(r, 'best_old_us'):6.2f} {ratio(r, 'best_us'):7.2f}  {(r['auto'] or '-').replace('gemm_wgmma_', '')}")
+                   f"{ratio(r, 'old_us'):6.2f} {ratio(r, 'best_us'):7.2f}  {short(r['auto'])} / {short(r['old'])}")
     return "\n".join(out)
 
 
 def summary(rows: list[dict]) -> str:
-    """Geometric mean and minimum of cuBLAS time / ours per (bits, shape, M range): the dispatch and the fastest
-    candidate of ids below 25."""
-    out = [f"{'bits':>4} {'K x N':>13} {'M range':>10} {'n':>3} {'auto gm':>8} {'auto min':>8} {'old gm':>7} {'old min':>7}"]
+    """Geometric mean and minimum of cuBLAS time / ours per (bits, shape, M range): the dispatch, the old dispatch
+    (--old-lib) and the fastest candidate."""
+    out = [f"{'bits':>4} {'K x N':>13} {'M range':>10} {'n':>3} {'auto gm':>8} {'auto min':>8} {'old gm':>7} {'old min':>7}"
+           f" {'best gm':>7} {'best min':>8}"]
     keys = sorted({(r["bits"], r["k"], r["n"]) for r in rows}, key=lambda t: (t[0], [s for s in SHAPES].index(t[1:])
                                                                                if t[1:] in SHAPES else 99))
     for bits, k, n in keys + [(b, None, None) for b in sorted({r["bits"] for r in rows})]:
@@ -114,13 +121,13 @@ def summary(rows: list[dict]) -> str:
                    and r["m"] >= lo and (hi is None or r["m"] <= hi)]
             if not sel:
                 continue
-            vals = {key: [ratio(r, key) for r in sel if r.get(key)] for key in ("auto_us", "best_old_us")}
+            vals = {key: [ratio(r, key) for r in sel if r.get(key)] for key in ("auto_us", "old_us", "best_us")}
             gm = {key: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan") for key, v in vals.items()}
             mn = {key: min(v) if v else float("nan") for key, v in vals.items()}
             label = f"{k}x{n}" if k else "all"
             rng = f"{lo}-{hi}" if hi else f">={lo}"
             out.append(f"{bits:>4} {label:>13} {rng:>10} {len(sel):>3} {gm['auto_us']:8.3f} {mn['auto_us']:8.3f} "
-                       f"{gm['best_old_us']:7.3f} {mn['best_old_us']:7.3f}")
+                       f"{gm['old_us']:7.3f} {mn['old_us']:7.3f} {gm['best_us']:7.3f} {mn['best_us']:8.3f}")
     return "\n".join(out)
 
 
@@ -128,16 +135,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ms", help="comma-separated M values (default: 129 .. 1024, 19 values, then 2048, 4096)")
     ap.add_argument("--shapes", help="KxN,... (default: trt_woq.bench's eight)")
-    ap.add_argument("--bits", default="4,8")
-    ap.add_argument("--cands", help="comma-separated candidate ids (default: the ws tiles for M > 128, 14-39)")
+    ap.add_argument("--bits", default="4,8,6")
+    ap.add_argument("--cands", help="candidate ids, e.g. 14,25-57 (default: the ws tiles for M > 128)")
+    ap.add_argument("--old-lib", help="a GEMM library whose dispatch is the 'old' column")
     ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--json", default="sweep_gemm.json")
     args = ap.parse_args()
     g = Gemm()
+    old = Gemm(args.old_lib) if args.old_lib else None
     l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
     ms = MS + BIG_MS if not args.ms else [int(m) for m in args.ms.split(",")]
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    cands = SM90_CANDIDATES if not args.cands else [int(c) for c in args.cands.split(",")]
+    cands = SM90_CANDIDATES if not args.cands else id_list(args.cands)
     print(f"device {torch.cuda.get_device_name()} sm {g.sm}; FP16 activations; cuBLAS FP16 vs every candidate",
           flush=True)
     rows = []
@@ -147,7 +156,7 @@ def main() -> int:
                   candidates=[g.name(c) for c in range(g.count())], rows=rows)
     for bits in (int(b) for b in args.bits.split(",")):
         for k, n in shapes:
-            rows += sweep_shape(g, k, n, bits, ms, cands, l2, args.replays, lambda s: print(s, flush=True))
+            rows += sweep_shape(g, old, k, n, bits, ms, cands, l2, args.replays, lambda s: print(s, flush=True))
             torch.cuda.empty_cache()
             result["seconds"] = round(time.time() - t0)
             with open(args.json, "w") as f:  # after every shape, so that a run cut short keeps what it measured

@@ -46,13 +46,18 @@ namespace {
 //     2 MB (K = 4096) activation tile from L2 for 256 KB of weights.
 //   11 .. 15 (SM90) the balanced token tiles with T = 144, 160, 176, 192, 224 tokens (wgmma N = T), so that M > 128
 //     runs as equal token tiles that pad little (M = 333: 2 x 176 = 352 tokens where 256-token tiles compute 512).
-//     No 208 or 240: the sweep's dispatch lost nothing without them, and each T costs 8 kernels of build time.
+//     No 208 or 240: the sweep's dispatch lost nothing without them, and each T costs 12 kernels of build time.
+//   16 (SM90) 7 with two wgmma groups in flight (DEPTH 2, a third fragment buffer) while the next K tile
+//     converts. A tactic only (TensorRT's timing picks it where it wins): in the H100 sweep it was 2-9 % faster than
+//     7 on 8192 x 57344 at M = 768 .. 1024 and 1-6 % slower on the other shapes (docs/kernels_gemm.md). The balanced
+//     tiles with DEPTH 2 measured no faster than with 1.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
     int bm, bn, stages;
     Kernel kernel;
-    int cluster;  // ws: CTAs per cluster (neighbouring N tiles sharing the activation tile)
+    int cluster;    // ws: CTAs per cluster (neighbouring N tiles sharing the activation tile)
+    int depth = 1;  // ws: wgmma groups in flight (gemm_wgmma_ws_kernel's DEPTH)
     bool sm90_only() const { return kernel != Kernel::kMma; }
 };
 constexpr TileConfig kTiles[] = {
@@ -72,11 +77,12 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_176x128x64_s6", 176, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_192x128x64_s6", 192, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_224x128x64_s6", 224, 128, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_256x128x64_s5_d2", 256, 128, 5, Kernel::kWgmmaWs, 1, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
 // then the stream-K variant of tiles 7, 8, 9 (not of the clustered 256 x 128 tile 10), then whole / tail split /
-// stream-K of each balanced tile. The split variants exist only where they split (split >= 2).
+// stream-K of each tile from 11 on. The split variants exist only where they split (split >= 2).
 enum Variant { kWhole, kSplit, kStreamK };
 constexpr int kFirstWsTile = 7, kNumStreamK = 3, kFirstBalancedTile = 11;
 constexpr int kNumCandidates = 2 * kFirstBalancedTile + kNumStreamK + 3 * (kNumTiles - kFirstBalancedTile);
@@ -226,8 +232,6 @@ trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm) {
     if (t.sm90_only() && sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     if (variant_of(id) != kWhole && make_plan(id, *p).split < 2)
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // nothing to split
-    if (tile_of(id) >= kFirstBalancedTile && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2)
-        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // the balanced tiles are built for INT4 / INT8 only
     return TRT_WOQ_OK;
 }
 
@@ -337,7 +341,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w, tmap_w2;
@@ -363,7 +367,7 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
         const cudaError_t e = cudaMemsetAsync(sched.flags, 0, ws_flags_bytes(plan), stream);
         if (e != cudaSuccess) return cuda_fail(e);
     }
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
@@ -373,17 +377,16 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2>(args, plan, workspace, stream)
-                           : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER>(args, plan, workspace, stream);
+    return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH>(args, plan, workspace, stream)
+                           : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH>(args, plan, workspace, stream);
 }
 
-// A balanced token tile (INT4 / INT8 only: supports() refuses FP6, whose 8 kernels per T are not built).
-template <int TOK, int BITS, typename T>
+// A 128-channel tile of tiles 11 .. 16: TOK tokens, DEPTH wgmma groups in flight.
+template <int TOK, int STAGES, int DEPTH, int BITS, typename T>
 trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    if constexpr (BITS == 6) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    else return launch_wgmma_ws_pieces<TOK, 1, 6, BITS, T>(args, plan, workspace, stream);
+    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, 1, DEPTH>(args, plan, workspace, stream);
 }
 
 template <int BITS, typename T>
@@ -401,11 +404,12 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 8: return launch_wgmma_ws_pieces<128, 2, 6, BITS, T>(args, plan, workspace, stream);
         case 9: return launch_wgmma_ws_pieces<64, 1, 8, BITS, T, 2>(args, plan, workspace, stream);
         case 10: return launch_wgmma_ws<256, 1, 5, BITS, T, 2>(args, plan, workspace, stream);
-        case 11: return launch_balanced<144, BITS, T>(args, plan, workspace, stream);
-        case 12: return launch_balanced<160, BITS, T>(args, plan, workspace, stream);
-        case 13: return launch_balanced<176, BITS, T>(args, plan, workspace, stream);
-        case 14: return launch_balanced<192, BITS, T>(args, plan, workspace, stream);
-        case 15: return launch_balanced<224, BITS, T>(args, plan, workspace, stream);
+        case 11: return launch_balanced<144, 6, 1, BITS, T>(args, plan, workspace, stream);
+        case 12: return launch_balanced<160, 6, 1, BITS, T>(args, plan, workspace, stream);
+        case 13: return launch_balanced<176, 6, 1, BITS, T>(args, plan, workspace, stream);
+        case 14: return launch_balanced<192, 6, 1, BITS, T>(args, plan, workspace, stream);
+        case 15: return launch_balanced<224, 6, 1, BITS, T>(args, plan, workspace, stream);
+        case 16: return launch_balanced<256, 5, 2, BITS, T>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -435,18 +439,20 @@ size_t workspace(int id, const trt_woq_linear_params* p, int sm) {
 namespace {
 
 // The cost model of the SM90 dispatch for M > 128, in microseconds of an H100 under full load, fitted to the
-// candidate sweep (tests/device/sweep_gemm.py; docs/kernels_gemm.md gives the figures), INT4 and INT8 alike: one
-// CTA's K tile of T tokens x 128 channels costs `ktile + token x T` (measured per wave of whole tiles: 0.58 us at
-// T = 144, 0.79 us at 256); a launch whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and
-// `partial` per 256 tokens of each partial a tile's last CTA sums.
+// candidate sweep (tests/device/sweep_gemm.py; docs/kernels_gemm.md gives the figures): one CTA's K tile of T tokens
+// x 128 channels costs `ktile + token x T` (measured per wave of whole tiles: 0.58 us at T = 144, 0.79 us at 256,
+// INT4 and INT8 alike), FP6 `fp6_ktile` more (its conversion: 4-7 % slower than INT4 on the same tile); a launch
+// whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and `partial` per 256 tokens of each
+// partial a tile's last CTA sums.
 struct CostModel {
-    double ktile, token, shared, partial;
+    double ktile, fp6_ktile, token, shared, partial;
 };
-constexpr CostModel kCost{0.30, 0.0019, 4.0, 3.0};
+constexpr CostModel kCost{0.30, 0.035, 0.0019, 4.0, 3.0};
 
 double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
     const TileConfig& t = kTiles[plan.tile];
-    const double tile_k = kCost.ktile + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
+    const double fp6 = p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? kCost.fp6_ktile : 0.0;
+    const double tile_k = kCost.ktile + fp6 + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
     if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
     return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + kCost.shared +
            kCost.partial * t.bm / 256.0 * plan.split;
@@ -456,12 +462,12 @@ double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
 // (whole tiles, tail split, stream-K) of the lowest modelled cost. T sets the padding (ceil(M / T) tiles of T tokens)
 // and the cost per token (each weight is converted once per tile); the variant, the last wave's fill. For a problem
 // that passed check_problem on SM90 these candidates are supported exactly when they split (the ws tiles fit SM90's
-// shared memory), which the plan says without supports()' other checks; FP6 has the 256-token tile only.
+// shared memory), which the plan says without supports()' other checks. The DEPTH 2 tile is a tactic only.
 int balanced_pick(const trt_woq_linear_params& p) {
-    const int end = p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? kFirstBalancedTile : kNumTiles;
     int best = -1;
     double best_cost = 0;
-    for (int tile = kFirstWsTile; tile < end; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1)
+    for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
+        if (kTiles[tile].depth != 1) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);
@@ -469,6 +475,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
             const double cost = ws_cost(plan, p);
             if (best < 0 || cost < best_cost) best = id, best_cost = cost;
         }
+    }
     return best;
 }
 

@@ -263,8 +263,10 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
 // TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
 // share the activation tile; PIECES: 2 where a CTA may take two pieces (stream-K), else 1 (whole tiles and the
 // tail split, whose code then stays that of a single piece: with the loop the 128 x 256 tile measured 15-20 %
-// slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines.
-template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES>
+// slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines. DEPTH:
+// wgmma groups in flight while the next K tile converts (DEPTH + 1 fragment buffers; a stage goes back to the producer
+// DEPTH tiles after its group was issued).
+template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1>
 __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2) {
@@ -450,24 +452,27 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int j = 0; j < TOK / 2; ++j) acc[mt][j] = 0.f;
-        // Tile i's group is issued, then (group i - 1 complete) its stage goes back to the producer and tile i + 1
-        // is converted into the fragments group i - 1 used, while group i runs.
-        uint32_t af0[MT][kSteps][4], af1[MT][kSteps][4];
+        // Tile i's group is issued, then (group i - DEPTH complete) its stage goes back to the producer and tile
+        // i + 1 is converted into the fragments group i - DEPTH used, while groups i - DEPTH + 1 .. i run.
+        constexpr int kBufs = DEPTH + 1;
+        static_assert(STAGES > DEPTH, "a stage is released DEPTH tiles after its group was issued");
+        uint32_t af[kBufs][MT][kSteps][4];
         auto step = [&](int i, const Frags& cur, Frags& next) {
             issue(i, cur);
-            wgmma_wait<1>();
-            if (i > 0) release(i - 1);
+            wgmma_wait<DEPTH>();
+            if (i >= DEPTH) release(i - DEPTH);
             if (i + 1 < n_k) convert(i + 1, next);
         };
-        if (n_k > 0) convert(0, af0);
+        if (n_k > 0) convert(0, af[0]);
         int i = 0;
-        for (; i + 1 < n_k; i += 2) {
-            step(i, af0, af1);
-            step(i + 1, af1, af0);
-        }
-        if (i < n_k) step(i, af0, af1);
+        for (; i + kBufs <= n_k; i += kBufs)
+#pragma unroll
+            for (int u = 0; u < kBufs; ++u) step(i + u, af[u], af[(u + 1) % kBufs]);
+#pragma unroll
+        for (int u = 0; u < kBufs - 1; ++u)
+            if (i + u < n_k) step(i + u, af[u], af[(u + 1) % kBufs]);
         wgmma_wait<0>();
-        if (n_k > 0) release(n_k - 1);  // (awaited only by a cluster's producers)
+        for (int j = max(0, n_k - DEPTH); j < n_k; ++j) release(j);  // (awaited only by a cluster's producers)
         g0 += n_k;
 
         const int shared_unit = p.unit - sched.dp_tiles;  // >= 0 for the pieces of shared tiles
