@@ -316,11 +316,11 @@ def synthetic_conv(out: Path, rng: np.random.Generator) -> list[str]:
                     bits=bits, group_size=g, in_features=k, out_features=geo.out_channels, layout=1,
                     has_zeros=int(asym), has_bias=int(with_bias), in_channels=geo.in_channels,
                     kernel_shape=(geo.kernel, geo.kernel), strides=(geo.stride, geo.stride), pads=geo.pads,
-                    dilations=(geo.dilation, geo.dilation))
+                    dilations=(geo.dilation, geo.dilation), k_order=i % 2)  # both K orders on every geometry
                 attrs = attrs.with_epilogue(ep, **(CLIP if ep.params else {}))
                 name = (f"conv{geo.kernel}x{geo.kernel}_s{geo.stride}_d{geo.dilation}_{format_by_bits(bits).name}_"
                         f"{'pc' if g == -1 else f'g{g}'}{'_asym' if asym else ''}{'_bias' if with_bias else ''}_"
-                        f"{ep.name}_{act}")
+                        f"{ep.name}_{act}_k{op_conv.K_ORDERS[attrs.k_order].replace(', ', '')[1:-1]}")
                 node, inits = node_and_inits(name, attrs, u, scales, zeros, bias, act)
                 invalid = CONV_INVALID if not names else ()
                 names.append(node_case(out, name, node, inits, conv_profiles(attrs, geo.inputs), invalid))
