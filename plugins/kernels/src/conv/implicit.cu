@@ -49,7 +49,8 @@ constexpr int BN = 16 * kWarps;  // output channels per CTA
 constexpr int BM = 64;           // output pixels per CTA
 constexpr int KC = 64;           // k per chunk
 constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead, read 2 ahead)
-constexpr int kMaxSplit = 8;     // portable cluster size
+constexpr int kMaxSplit = 8;     // portable cluster size (the NCHW variant)
+constexpr int kMaxSplitCL = 16;  // SM90's non-portable cluster size (the channels-last variant)
 constexpr int kLine = 144;       // bytes per staged packed row (128 + 16 padding)
 constexpr int kRedStride = BM + 8;  // floats per channel row of the reduction buffer
 
@@ -76,8 +77,9 @@ template <int BITS, bool CL>
 struct Geo {
     static constexpr int I = BITS == 4 ? 4 : 2;             // channels per packed row
     // Ring: kStages - 1 chunks in flight from DRAM (the weight bytes in flight per SM are what the batch-1 convs'
-    // bandwidth needs). NCHW: as many as 48 KB of shared memory hold; CL: 6 (its stages also hold the patch tile).
-    static constexpr int kStages = CL ? 6 : BITS == 4 ? 8 : 5;
+    // bandwidth needs). NCHW: as many as 48 KB of shared memory hold; CL (its stages also hold the patch tile): as
+    // many as keep 3 CTAs on an SM (66 KB INT4, 67 KB INT8).
+    static constexpr int kStages = CL ? (BITS == 4 ? 6 : 5) : BITS == 4 ? 8 : 5;
     static constexpr int kRows = BN / I;                    // packed rows per CTA
     static constexpr int kABytes = kRows * kLine;           // one A stage
     static constexpr int kSZBytes = 2 * 2 * BN * 2;         // scales + zeros, up to 2 groups per chunk, 2 bytes each
@@ -209,13 +211,27 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
             tables[(rel % kTables) * KC + tid] = table_entry(g, (c_begin + rel) * KC + tid);
         }
     };
-    // CL: this thread's vector of chunk c_begin + rel for its 4 pixels, 16 bytes each by cp.async into the chunk's
-    // stage (zero-filled outside the input). in_channels % 8 == 0 keeps a vector inside one tap.
-    auto copy_patches = [&](int rel, int stage) {
-        const int k0 = (c_begin + rel) * KC + 8 * vec;
-        const int tap = k0 / g.in_channels, c = k0 - tap * g.in_channels;
-        const int i = tap / g.kernel_w, j = tap - i * g.kernel_w;
-        const int off = (i * g.dilation_h * g.in_w + j * g.dilation_w) * g.in_channels + c;
+    // CL: this thread's vector of the next chunk for its 4 pixels, 16 bytes each by cp.async into the chunk's stage
+    // (zero-filled outside the input). in_channels % 8 == 0 keeps a vector inside one tap. The chunks are copied in
+    // order, so the vector's (tap, c) and (i, j) advance by KC per call: no division in the loop.
+    int cl_c = 0, cl_tap = 0, cl_i = 0, cl_j = 0;
+    if constexpr (CL) {
+        const int k0 = c_begin * KC + 8 * vec;
+        cl_tap = k0 / g.in_channels;
+        cl_c = k0 - cl_tap * g.in_channels;
+        cl_i = cl_tap / g.kernel_w;
+        cl_j = cl_tap - cl_i * g.kernel_w;
+    }
+    auto copy_patches = [&](int stage) {
+        const int tap = cl_tap, c = cl_c;
+        const int off = (cl_i * g.dilation_h * g.in_w + cl_j * g.dilation_w) * g.in_channels + c;
+        for (cl_c += KC; cl_c >= g.in_channels; cl_c -= g.in_channels) {
+            ++cl_tap;
+            if (++cl_j == g.kernel_w) {
+                cl_j = 0;
+                ++cl_i;
+            }
+        }
         const uint32_t lo = tap < 32 ? 1u << tap : 0u, hi = tap < 32 ? 0u : 1u << (tap - 32);
         const uint32_t base = smem_u32(b_buf + stage * G::kBBytes);
 #pragma unroll
@@ -258,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         if (rel < c_count) {
             const int chunk = c_begin + rel;
             const int stage = rel % kStages;
-            if constexpr (CL) copy_patches(rel, stage);
+            if constexpr (CL) copy_patches(stage);
             const uint32_t dst = smem_u32(a_ring + stage * G::kABytes);
 #pragma unroll
             for (int i = tid; i < G::kRows * 8; i += kThreads) {
@@ -466,19 +482,21 @@ struct LaunchPlan {
     int ntiles;
 };
 
-LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms) {
+/* `max_split`: the largest cluster; `resident`: CTAs per SM (shared memory bound). */
+LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms, int max_split, int resident) {
     LaunchPlan pl{};
     pl.mtiles = static_cast<int>((p->m + BM - 1) / BM);
     pl.ntiles = static_cast<int>((p->n + BN - 1) / BN);
     const int nchunks = static_cast<int>(p->k / KC);
     const int64_t tiles = int64_t(pl.mtiles) * pl.ntiles;
     // Split K (SM90: over a cluster) to fill the SMs: the split with the least work on the busiest SM, counted as
-    // waves of two CTAs per SM (two hide each other's latencies) times chunks per CTA; ties keep the smaller split.
+    // waves of `resident` CTAs per SM (they hide each other's latencies: one CTA's warps alone issue an
+    // instruction every ~5 cycles) times chunks per CTA; ties keep the smaller split.
     int split = 1;
     int64_t best = -1;
-    for (int s = 1; s <= (sm >= 90 ? kMaxSplit : 1); ++s) {
+    for (int s = 1; s <= (sm >= 90 ? max_split : 1); ++s) {
         const int64_t cps = (nchunks + s - 1) / s;
-        const int64_t cost = (tiles * s + 2 * sms - 1) / (2 * sms) * cps;
+        const int64_t cost = (tiles * s + resident * sms - 1) / (resident * sms) * cps;
         if (best < 0 || cost < best) {
             best = cost;
             split = s;
@@ -506,9 +524,16 @@ trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const L
                        epilogue_of(*p)};
     auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER, CL>;
     constexpr int smem = Geo<BITS, CL>::kSmem;
-    if constexpr (smem > 48 * 1024) {  // once per kernel (thread-safe static initialisation)
-        static const cudaError_t opt_in =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if constexpr (smem > 48 * 1024 || CL) {  // once per kernel (thread-safe static initialisation)
+        static const cudaError_t opt_in = [&] {
+            cudaError_t e = smem > 48 * 1024
+                                ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)
+                                : cudaSuccess;
+            if (e == cudaSuccess && CL && CLUSTER) {
+                e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            }
+            return e;
+        }();
         if (opt_in != cudaSuccess) return record_cuda_error(opt_in);
     }
     return launch_in_clusters(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), smem,
@@ -547,7 +572,8 @@ trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cud
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess) return record_cuda_error(err);
-    const LaunchPlan pl = plan_of(p, major * 10 + minor, device_sms());
+    const LaunchPlan pl = CL ? plan_of(p, major * 10 + minor, device_sms(), kMaxSplitCL, 3)
+                             : plan_of(p, major * 10 + minor, device_sms(), kMaxSplit, 2);
     using H = half;
     using B = __nv_bfloat16;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
@@ -604,8 +630,10 @@ size_t workspace(const trt_woq_linear_params* p, int32_t) {
     return g.activation_nhwc ? 0 : (size_t(g.batch) * g.in_channels * g.in_h * g.in_w * 2 + 255) / 256 * 256;
 }
 
-/* Every conv whose weight is in K order (i, j, c): conv_im2col (score 1) is the other candidate for it. */
-int32_t score(const trt_woq_linear_params*, int32_t) { return 3; }
+/* Above conv_im2col (score 1, the other candidate for K order (i, j, c)) up to 256 output channels, and below 512
+ * pixels: beyond both, the im2col path's wgmma GEMM (128 channels x up to 256 pixels per CTA) wins on compute
+ * (python -m trt_woq.bench_conv times both, docs/kernels.md). */
+int32_t score(const trt_woq_linear_params* p, int32_t) { return p->n <= 256 || p->m < 512 ? 3 : 0; }
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     const trt_woq_conv_geometry& g = p->conv;
