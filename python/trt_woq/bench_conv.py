@@ -108,6 +108,18 @@ def cudnn_calls(batch, cin, cout, ks, hw, l2, channels_last):
     return [(lambda w=w: torch.nn.functional.conv2d(x, w, b, padding=ks // 2)) for w in ws], wbytes
 
 
+def _row_operands(batch, cin, cout, ks, hw):
+    """A CONVS row's geometry per VARIANTS column, M, K, random NCHW input (and its NHWC copy), output and bias."""
+    torch = _torch()
+    geo = {v: conv_geometry(batch, cin, hw, hw, ks, ks, pads=(ks // 2,) * 4, k_order=order, activation_nhwc=nhwc)
+           for v, (_, order, nhwc) in VARIANTS.items()}
+    g = geo["cl"]
+    x = torch.randn(batch, cin, hw, hw, device="cuda").half()
+    y = torch.empty(batch, cout, g.out_h, g.out_w, device="cuda").half()
+    return (geo, batch * g.out_h * g.out_w, cin * ks * ks, x, x.permute(0, 2, 3, 1).contiguous(), y,
+            torch.randn(cout, device="cuda").half())
+
+
 def run(log=print, conv_rows=None, linears=True) -> dict:
     """The conv rows (indices into CONVS, default all) and the linear rows; a dict of every figure."""
     torch = _torch()
@@ -125,15 +137,8 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
               + " | dispatch")
     log(header)
     for batch, cin, cout, ks, hw in (CONVS if conv_rows is None else [CONVS[i] for i in conv_rows]):
-        pad = ks // 2
-        geo = {v: conv_geometry(batch, cin, hw, hw, ks, ks, pads=(pad,) * 4, k_order=order, activation_nhwc=nhwc)
-               for v, (_, order, nhwc) in VARIANTS.items()}
+        geo, m, k, x, x_nhwc, y, bias = _row_operands(batch, cin, cout, ks, hw)
         g = geo["cl"]
-        m, k = batch * g.out_h * g.out_w, cin * ks * ks
-        x = torch.randn(batch, cin, hw, hw, device="cuda").half()
-        x_nhwc = x.permute(0, 2, 3, 1).contiguous()
-        y = torch.empty(batch, cout, g.out_h, g.out_w, device="cuda").half()
-        bias = torch.randn(cout, device="cuda").half()
         methods, wbytes, picks = {}, {}, {}
         methods["cudnn_nchw"], wbytes["fp16"] = cudnn_calls(batch, cin, cout, ks, hw, l2, False)
         methods["cudnn_cl"], _ = cudnn_calls(batch, cin, cout, ks, hw, l2, True)
@@ -202,14 +207,7 @@ def profile(conv_rows, labels_file) -> None:
     launches = []
     for batch, cin, cout, ks, hw in (CONVS[i] for i in conv_rows):
         row = f"{batch}x{cin}->{cout} {ks}x{ks} {hw}x{hw}"
-        geo = {v: conv_geometry(batch, cin, hw, hw, ks, ks, pads=(ks // 2,) * 4, k_order=order, activation_nhwc=nhwc)
-               for v, (_, order, nhwc) in VARIANTS.items()}
-        g = geo["cl"]
-        m, k = batch * g.out_h * g.out_w, cin * ks * ks
-        x = torch.randn(batch, cin, hw, hw, device="cuda").half()
-        x_nhwc = x.permute(0, 2, 3, 1).contiguous()
-        y = torch.empty(batch, cout, g.out_h, g.out_w, device="cuda").half()
-        bias = torch.randn(cout, device="cuda").half()
+        geo, m, k, x, x_nhwc, y, bias = _row_operands(batch, cin, cout, ks, hw)
         for layout in ("nchw", "cl"):
             calls, _ = cudnn_calls(batch, cin, cout, ks, hw, 0, layout == "cl")
             calls[0]()  # cuDNN's algorithm search, outside the profiled range

@@ -95,7 +95,8 @@ typedef struct trt_woq_conv_geometry {
 /* One call's operands. All pointers are device pointers; activation, output, scales, zeros and bias are of act_type.
  * A zero-initialised struct plus sizes, pointers and format describes a plain weight-only linear. */
 typedef struct trt_woq_linear_params {
-    const void* activation;    /* [M, K] row-major (linear); [batch, in_channels, in_h, in_w] (conv2d) */
+    const void* activation;    /* [M, K] row-major (linear); [batch, in_channels, in_h, in_w] (conv2d), or
+                                  [batch, in_h, in_w, in_channels] with conv.activation_nhwc */
     const void* packed_weight; /* int32 words, layout `layout_version` of docs/layouts.md */
     const void* scales;        /* [K / group, N] row-major; [1, N] when group_size == -1 */
     const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type; NULL = symmetric */

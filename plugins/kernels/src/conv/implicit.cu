@@ -587,9 +587,14 @@ trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cud
 
 }  // namespace
 
+/* A 1 x 1 kernel's weight is the same matrix in both K orders. */
+bool order_is(const trt_woq_conv_geometry& g, int32_t order) {
+    return g.k_order == order || g.kernel_h * g.kernel_w == 1;
+}
+
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
     const trt_woq_conv_geometry& g = p->conv;
-    if (g.k_order != TRT_WOQ_CONV_K_CIJ || g.activation_nhwc) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    if (!order_is(g, TRT_WOQ_CONV_K_CIJ) || g.activation_nhwc) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     const int64_t reach = (int64_t(g.in_channels) * g.in_h + int64_t(g.dilation_h) * (g.kernel_h - 1)) * g.in_w +
                           int64_t(g.dilation_w) * (g.kernel_w - 1);
     return shape_ok(p, reach) ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -614,7 +619,7 @@ namespace conv_implicit_cl {
 
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
     const trt_woq_conv_geometry& g = p->conv;
-    if (g.k_order != TRT_WOQ_CONV_K_IJC) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    if (!conv_implicit::order_is(g, TRT_WOQ_CONV_K_IJC)) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     if (g.in_channels % 8 != 0 || int64_t(g.batch) > 65535 || int64_t(g.in_h) * g.in_w > int64_t(65535) * 32) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // 16-byte vectors inside one tap; the transpose's grid
     }
@@ -630,10 +635,17 @@ size_t workspace(const trt_woq_linear_params* p, int32_t) {
     return g.activation_nhwc ? 0 : (size_t(g.batch) * g.in_channels * g.in_h * g.in_w * 2 + 255) / 256 * 256;
 }
 
-/* Above conv_im2col (score 1, the other candidate for K order (i, j, c)) up to 256 output channels, and below 512
- * pixels: beyond both, the im2col path's wgmma GEMM (128 channels x up to 256 pixels per CTA) wins on compute
- * (python -m trt_woq.bench_conv times both, docs/kernels.md). */
-int32_t score(const trt_woq_linear_params* p, int32_t) { return p->n <= 256 || p->m < 512 ? 3 : 0; }
+/* Where it measured faster than conv_im2col (score 1) and, on 1 x 1 kernels, conv_implicit (python -m
+ * trt_woq.bench_conv times all three, docs/kernels.md): up to 256 output channels unless M >= 1024 with K <= 1024;
+ * beyond 256 channels at M <= 64, or M <= 512 with K <= 4608 (few chunks per CTA: this kernel is latency-bound per
+ * chunk, the im2col path's wgmma GEMM is not). A 1 x 1 conv on an NCHW input goes to conv_implicit, which needs no
+ * transpose. */
+int32_t score(const trt_woq_linear_params* p, int32_t) {
+    const trt_woq_conv_geometry& g = p->conv;
+    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return 0;
+    const bool wins = p->n <= 256 ? !(p->m >= 1024 && p->k <= 1024) : p->m <= 64 || (p->m <= 512 && p->k <= 4608);
+    return wins ? 3 : 0;
+}
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     const trt_woq_conv_geometry& g = p->conv;

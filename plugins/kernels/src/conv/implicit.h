@@ -10,24 +10,22 @@
 
 #include "trt_woq/kernels.h"
 
+/* The entry points of one candidate (candidates.h, struct Candidate). */
+#define TRT_WOQ_CONV_CANDIDATE_ENTRIES                                        \
+    trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);      \
+    size_t workspace(const trt_woq_linear_params* p, int32_t sm);             \
+    trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream); \
+    int32_t score(const trt_woq_linear_params* p, int32_t sm);
+
 namespace trt_woq {
 namespace conv_implicit {
-
-trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
-size_t workspace(const trt_woq_linear_params* p, int32_t sm);
-trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream);
-int32_t score(const trt_woq_linear_params* p, int32_t sm);
-
+TRT_WOQ_CONV_CANDIDATE_ENTRIES
 }  // namespace conv_implicit
-
 namespace conv_implicit_cl {
-
-trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
-size_t workspace(const trt_woq_linear_params* p, int32_t sm);
-trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream);
-int32_t score(const trt_woq_linear_params* p, int32_t sm);
-
+TRT_WOQ_CONV_CANDIDATE_ENTRIES
 }  // namespace conv_implicit_cl
 }  // namespace trt_woq
+
+#undef TRT_WOQ_CONV_CANDIDATE_ENTRIES
 
 #endif /* TRT_WOQ_CONV_IMPLICIT_H */
