@@ -9,7 +9,8 @@ Each case is one plugin node, WeightOnlyLinear or WeightOnlyConv, made by the op
   asymmetric activations, per-channel and grouped INT8 weights; each for fp16 and bf16, some with bias.
 * ``--op conv``: the WeightOnlyConv matrix: 1x1 / 3x3 / 7x7, odd heights and widths, symmetric and asymmetric
   padding, stride 2, dilation 2; INT8 / INT4 per channel and g128 (INT4 g128 also asymmetric); fp16 and bf16; bias
-  on some; the fused activations cycling so that every format meets several and every one is met.
+  on some; the fused activations cycling so that every format meets several and every one is met; the packed K
+  order (``k_order``) alternating between (c, i, j) and (i, j, c).
 * ``--model FILE.onnx`` (repeatable): every WeightOnlyLinear / WeightOnlyConv node of a quantized model
   (``python -m graph_passes quantize`` output), with its initializers and its activation dtype.
 
