@@ -253,7 +253,7 @@ def _dequantize_node(fmt, u, scales, zeros, group: int, compute_dtype, conv: boo
     scales = scales.astype(compute_dtype)
     z = (np.full((groups, n), 1 << (fmt.bits - 1), np.uint8) if zeros is None
          else np.asarray(zeros.reshape(groups, n), np.float64).round().astype(np.uint8))
-    # The conv weight is dequantized as W^T [N, K] and reshaped to ONNX's [N, C, kh, kw] (op_conv's K order).
+    # The conv weight is dequantized as W^T [N, K] and viewed as ONNX's [N, C, kh, kw] (op_conv's K orders).
     k_axis, n_axis = (1, 0) if conv else (0, 1)
     if conv:
         u, scales, z = u.T, scales.T, z.T
@@ -329,9 +329,13 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         new_inits.append(numpy_helper.from_array(bias.astype(compute_dtype), b_name))
     if conv:
         shape_name = f"{p}.weight_shape"
-        new_inits.append(numpy_helper.from_array(np.array([n, a.in_channels, *a.kernel_shape], np.int64), shape_name))
+        view, perm = a.onnx_view()
+        new_inits.append(numpy_helper.from_array(np.array(view, np.int64), shape_name))
         nodes.append(helper.make_node("Reshape", [f"{p}.weight", shape_name], [f"{p}.weight4"], name=f"{p}.reshape"))
-        nodes.append(helper.make_node("Conv", [x, f"{p}.weight4"] + ([b_name] if bias is not None else []),
+        if perm is not None:
+            nodes.append(helper.make_node("Transpose", [f"{p}.weight4"], [f"{p}.weight4t"], name=f"{p}.transpose",
+                                          perm=list(perm)))
+        nodes.append(helper.make_node("Conv", [x, nodes[-1].output[0]] + ([b_name] if bias is not None else []),
                                       [f"{p}.conv_out"], name=f"{p}.conv", kernel_shape=list(a.kernel_shape),
                                       strides=list(a.strides), pads=list(a.pads), dilations=list(a.dilations)))
     else:

@@ -4,13 +4,16 @@ Node: op_type ``WeightOnlyConv``, domain ``trt_woq``; inputs as WeightOnlyLinear
 then ``zeros`` / ``bias`` when flagged), attributes those of WeightOnlyLinear (``in_features`` = K =
 in_channels * kernel_h * kernel_w, ``out_features`` = N = output channels, ``activation`` ...) plus the geometry:
 ``in_channels`` (INT), ``kernel_shape`` [kh, kw], ``strides`` [sh, sw], ``pads`` [top, left, bottom, right] (ONNX
-order, explicit: ``auto_pad`` is resolved by the pass), ``dilations`` [dh, dw] (INTS). Group 1 only.
+order, explicit: ``auto_pad`` is resolved by the pass), ``dilations`` [dh, dw] (INTS), ``k_order`` (INT, optional,
+default 0). Group 1 only.
 
 ``X`` is NCHW [B, C, H, W]; ``Y`` is NCHW [B, N, OH, OW] with ``OH = (H + top + bottom - dh (kh - 1) - 1) // sh + 1``.
-The packed weight is the implicit-GEMM matrix ``W[K, N]`` in the linear layout; row ``k`` of it is
-``k = (c * kh + i) * kw + j`` for input channel ``c`` and kernel tap ``(i, j)``: the ONNX weight
-``[N, C, kh, kw]`` reshaped to ``[N, K]`` and transposed, so ``Y[b, n, y, x] = epilogue(sum_k patch[b, y, x, k] *
-W[k, n] + bias[n])`` with ``patch[b, y, x, (c, i, j)] = X[b, c, y sh - top + i dh, x sw - left + j dw]`` (0 outside).
+The packed weight is the implicit-GEMM matrix ``W[K, N]`` in the linear layout; row ``k`` of it is, for input
+channel ``c`` and kernel tap ``(i, j)``, ``k = (c * kh + i) * kw + j`` with ``k_order`` 0 (the ONNX weight
+``[N, C, kh, kw]`` reshaped to ``[N, K]`` and transposed) or ``k = (i * kw + j) * C + c`` with ``k_order`` 1 (the
+weight transposed to ``[N, kh, kw, C]`` first: one tap's channels are contiguous, as in a channels-last activation),
+so ``Y[b, n, y, x] = epilogue(sum_k patch[b, y, x, k] * W[k, n] + bias[n])`` with
+``patch[b, y, x, k(c, i, j)] = X[b, c, y sh - top + i dh, x sw - left + j dw]`` (0 outside).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from graph_passes.errors import QuantizationError
 
 OP_TYPE = "WeightOnlyConv"
 INTS_ATTRIBUTES = {"kernel_shape": 2, "strides": 2, "pads": 4, "dilations": 2}  # name -> length
+K_ORDER_CIJ, K_ORDER_IJC = 0, 1  # the ``k_order`` attribute: kernels.h's trt_woq_conv_k_order
+K_ORDERS = {K_ORDER_CIJ: "(c, i, j)", K_ORDER_IJC: "(i, j, c)"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class ConvAttributes(op.WoqAttributes):
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilations: tuple[int, int] = (1, 1)
+    k_order: int = K_ORDER_CIJ
 
     def validate(self, where: str = OP_TYPE) -> "ConvAttributes":
         super().validate(where)
@@ -51,6 +57,9 @@ class ConvAttributes(op.WoqAttributes):
             raise QuantizationError(f"{where}: kernel_shape / strides / dilations must be >= 1 and pads >= 0, got "
                                     f"{list(self.kernel_shape)} / {list(self.strides)} / {list(self.dilations)} / "
                                     f"{list(self.pads)}")
+        if self.k_order not in K_ORDERS:
+            raise QuantizationError(f"{where}: k_order must be one of "
+                                    f"{', '.join(f'{v} {o}' for v, o in K_ORDERS.items())}, got {self.k_order}")
         if self.in_channels < 1 or self.in_channels * kh * kw != self.in_features:
             raise QuantizationError(f"{where}: in_features {self.in_features} must equal in_channels "
                                     f"{self.in_channels} x kernel {kh} x {kw}")
@@ -68,6 +77,8 @@ class ConvAttributes(op.WoqAttributes):
 
     def to_dict(self) -> dict:
         d = super().to_dict()
+        if d["k_order"] == K_ORDER_CIJ:  # the default: files of the (c, i, j) order read the same with or without it
+            del d["k_order"]
         return {**d, **{name: [int(v) for v in d[name]] for name in INTS_ATTRIBUTES}}
 
     @classmethod
@@ -76,11 +87,35 @@ class ConvAttributes(op.WoqAttributes):
         if missing:
             raise QuantizationError(f"{OP_TYPE}: missing attribute(s) {', '.join(missing)}")
         geometry = {name: tuple(int(v) for v in attrs[name]) for name in INTS_ATTRIBUTES}
-        return cls(**cls._read(attrs), in_channels=int(attrs["in_channels"]), **geometry)
+        k_order = attrs.get("k_order")
+        return cls(**cls._read(attrs), in_channels=int(attrs["in_channels"]), **geometry,
+                   k_order=K_ORDER_CIJ if k_order is None else int(k_order))
+
+    def onnx_view(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int] | None]:
+        """How ``W^T [N, K]`` becomes the ONNX weight ``[N, C, kh, kw]``: the Reshape's shape, then the Transpose's
+        permutation (None for K order (c, i, j))."""
+        (kh, kw), n, c = self.kernel_shape, self.out_features, self.in_channels
+        if self.k_order == K_ORDER_IJC:
+            return (n, kh, kw, c), (0, 3, 1, 2)
+        return (n, c, kh, kw), None
+
+
+def matrix_of(w4: np.ndarray, k_order: int) -> np.ndarray:
+    """The implicit-GEMM ``W[K, N]`` of an ONNX conv weight ``[N, C, kh, kw]`` in ``k_order``."""
+    n = w4.shape[0]
+    w = w4.transpose(0, 2, 3, 1) if k_order == K_ORDER_IJC else w4
+    return np.ascontiguousarray(w.reshape(n, -1).T)
+
+
+def onnx_weight(w_kn: np.ndarray, attrs: ConvAttributes) -> np.ndarray:
+    """The ONNX conv weight ``[N, C, kh, kw]`` of the implicit-GEMM ``W[K, N]`` (inverse of ``matrix_of``)."""
+    shape, perm = attrs.onnx_view()
+    w = w_kn.T.reshape(shape)
+    return np.ascontiguousarray(w if perm is None else w.transpose(perm))
 
 
 def im2col(x64: np.ndarray, attrs: ConvAttributes) -> np.ndarray:
-    """Patches of NCHW ``x64`` as rows ``[B, OH, OW, K]`` in the K order of the module docstring (zeros outside)."""
+    """Patches of NCHW ``x64`` as rows ``[B, OH, OW, K]`` in ``attrs.k_order`` (module docstring; zeros outside)."""
     b, c, h, w = x64.shape
     oh, ow = attrs.output_hw(h, w)
     (kh, kw), (sh, sw), (dh, dw) = attrs.kernel_shape, attrs.strides, attrs.dilations
@@ -89,7 +124,8 @@ def im2col(x64: np.ndarray, attrs: ConvAttributes) -> np.ndarray:
     taps = [xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
             for i in range(kh) for j in range(kw)]
     cols = np.stack(taps, axis=2).reshape(b, c, kh, kw, oh, ow)
-    return cols.transpose(0, 4, 5, 1, 2, 3).reshape(b, oh, ow, c * kh * kw)
+    order = (0, 4, 5, 2, 3, 1) if attrs.k_order == K_ORDER_IJC else (0, 4, 5, 1, 2, 3)
+    return cols.transpose(order).reshape(b, oh, ow, c * kh * kw)
 
 
 def evaluate(x, packed, scales, zeros, bias, attrs: ConvAttributes) -> np.ndarray:
@@ -115,4 +151,5 @@ def reference_op():
     return _OP_RUN
 
 
-__all__ = ["OP_TYPE", "ConvAttributes", "evaluate", "im2col", "reference_op"]
+__all__ = ["K_ORDERS", "K_ORDER_CIJ", "K_ORDER_IJC", "OP_TYPE", "ConvAttributes", "evaluate", "im2col",
+           "matrix_of", "onnx_weight", "reference_op"]

@@ -4,7 +4,8 @@
 (``graph_passes.op_conv``) with the implicit-GEMM weight packed in the linear layout, explicit pads, the bias folded,
 Casts around it in an FP32 graph and a following activation fused, exactly as the linear pass does.
 ``to_qdq_conv`` (Q/DQ format): the conv weight becomes ``DequantizeLinear`` of ``W^T [OC, K]`` (per channel on
-axis 0, blocks along K on axis 1: the same groups as the plugin format) + ``Reshape`` to ``[OC, IC, kh, kw]``;
+axis 0, blocks along K on axis 1: the same groups, in the same K order, as the plugin format) + ``Reshape`` to
+``[OC, IC, kh, kw]`` (K order (c, i, j)) or to ``[OC, kh, kw, IC]`` + ``Transpose`` (K order (i, j, c));
 the Conv, its bias and any Add stay as they were.
 """
 
@@ -25,7 +26,7 @@ def conv_attributes(m, config, has_zeros: bool, has_bias: bool) -> ConvAttribute
     return ConvAttributes(bits=config.weight_format.bits, group_size=config.group_size, in_features=m.k,
                           out_features=m.n, layout=config.layout, has_zeros=int(has_zeros), has_bias=int(has_bias),
                           in_channels=m.in_channels, kernel_shape=m.kernel_shape, strides=m.strides, pads=m.pads,
-                          dilations=m.dilations)
+                          dilations=m.dilations, k_order=m.k_order)
 
 
 def to_weight_only_conv(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Graph:
@@ -43,12 +44,17 @@ def to_qdq_conv(graph: gs.Graph, config, report: QuantReport | None = None) -> g
 
         def build(qw, m=m):
             w = dequantize_node(graph, names, fmt, qw, m.source_name, m.dtype, report, m.source, channels_first=True)
-            shape = gs.Constant(names(f"{m.source_name}_shape"),
-                                np.array([m.n, m.in_channels, *m.kernel_shape], np.int64))
-            w4 = gs.Variable(names(f"{m.source_name}_dq4"), dtype=m.dtype,
-                             shape=[m.n, m.in_channels, *m.kernel_shape])
+            view, perm = conv_attributes(m, config, False, False).onnx_view()
+            shape = gs.Constant(names(f"{m.source_name}_shape"), np.array(view, np.int64))
+            w4 = gs.Variable(names(f"{m.source_name}_dq4"), dtype=m.dtype, shape=list(view))
             graph.layer(op="Reshape", name=names(f"{m.source_name}_Reshape"), inputs=[w, shape], outputs=[w4])
-            return w4
+            if perm is None:
+                return w4
+            wt = gs.Variable(names(f"{m.source_name}_dq4t"), dtype=m.dtype,
+                             shape=[m.n, m.in_channels, *m.kernel_shape])
+            graph.layer(op="Transpose", name=names(f"{m.source_name}_Transpose"), inputs=[w4], outputs=[wt],
+                        attrs={"perm": list(perm)})
+            return wt
 
         got = run.quantize(m, act, build)
         if got is None:

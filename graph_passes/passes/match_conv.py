@@ -19,12 +19,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graph_passes.op_conv import K_ORDER_CIJ, K_ORDER_IJC, matrix_of
 from graph_passes.passes.match import (LinearMatch, Skip, _dtype_of, _np_dtype, _resolve_constant, _shape_reason,
                                        constant_values, find_layers, following_add, read_constant,
                                        weight_source)
 from graph_passes.registry.ops import CONV2D
 
 MIN_OUT_CHANNELS = 16
+# K order (i, j, c) when a tap's channels fill whole 16-byte vectors of FP16 / BF16: the channels-last conv kernel
+# loads 8 of them at once (docs/kernels.md, Conv2d); (c, i, j) otherwise.
+CHANNELS_LAST_VECTOR = 8
 
 
 @dataclass
@@ -36,12 +40,14 @@ class ConvMatch(LinearMatch):
     strides: tuple = (1, 1)
     pads: tuple = (0, 0, 0, 0)
     dilations: tuple = (1, 1)
+    k_order: int = K_ORDER_CIJ
 
     def load_weight(self, base_dir: str | None) -> np.ndarray:
         w = read_constant(self.source, base_dir)
         for step in self.chain:
             w = w.astype(_np_dtype(step[1]))
-        return np.ascontiguousarray(np.asarray(w, np.float32).reshape(self.n, self.k).T)
+        return matrix_of(np.asarray(w, np.float32).reshape(self.n, self.in_channels, *self.kernel_shape),
+                         self.k_order)
 
 
 def _ints(node, name, default):
@@ -168,7 +174,8 @@ def _match_node(node, config, graph_outputs, overridable):
     dtype = _np_dtype(casts[-1][1]) if casts else _dtype_of(source)
     m = ConvMatch(node=node, pattern="Conv", x=x, output=node.outputs[0], source=source, source_name=source_name,
                   chain=chain, dtype=dtype, k=ic * kh * kw, n=oc, in_channels=ic, kernel_shape=kernel,
-                  strides=strides, pads=pads, dilations=dilations)
+                  strides=strides, pads=pads, dilations=dilations,
+                  k_order=K_ORDER_IJC if ic % CHANNELS_LAST_VECTOR == 0 else K_ORDER_CIJ)
     base_dir = config.external_data_dir
     bias = np.zeros(oc)
     has_bias = False

@@ -47,6 +47,7 @@ constexpr ConvField kFIELDS[] = {
     {"dilations", PluginFieldType::kINT32, 2, true},
     {"clip_min", PluginFieldType::kFLOAT32, 1, false},
     {"clip_max", PluginFieldType::kFLOAT32, 1, false},
+    {"k_order", PluginFieldType::kINT32, 1, false},
 };
 constexpr size_t kNB_FIELDS = sizeof(kFIELDS) / sizeof(kFIELDS[0]);
 
@@ -55,7 +56,7 @@ void* storage(WeightOnlyConvParams& p, size_t i)
 {
     void* const where[kNB_FIELDS] = {&p.gemm.bits, &p.gemm.groupSize, &p.gemm.inFeatures, &p.gemm.outFeatures,
         &p.gemm.layout, &p.gemm.hasZeros, &p.gemm.hasBias, &p.gemm.activation, &p.inChannels, p.kernelShape,
-        p.strides, p.pads, p.dilations, &p.gemm.clipMin, &p.gemm.clipMax};
+        p.strides, p.pads, p.dilations, &p.gemm.clipMin, &p.gemm.clipMax, &p.kOrder};
     return where[i];
 }
 
@@ -100,6 +101,10 @@ std::string validate(WeightOnlyConvParams const& p)
     {
         e << "in_features " << p.gemm.inFeatures << " is not in_channels " << p.inChannels << " x " << k[0] << " x "
           << k[1];
+    }
+    else if (p.kOrder != TRT_WOQ_CONV_K_CIJ && p.kOrder != TRT_WOQ_CONV_K_IJC)
+    {
+        e << "k_order " << p.kOrder << " must be 0 (c, i, j) or 1 (i, j, c)";
     }
     return e.str();
 }
@@ -297,6 +302,7 @@ bool WeightOnlyConvPlugin::describe(Dims const& x, int32_t actType, void* params
     c.dilation_w = mParams.dilations[1];
     c.out_h = static_cast<int32_t>(oh);
     c.out_w = static_cast<int32_t>(ow);
+    c.k_order = mParams.kOrder;
     static char const kPresent = 0;  // the queries read no pointer, but see which optional operands exist
     p.zeros = g.hasZeros ? &kPresent : nullptr;
     p.bias = g.hasBias ? &kPresent : nullptr;
@@ -351,17 +357,21 @@ size_t WeightOnlyConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inp
         {
             return 0;
         }
-        // The patches and the product grow with the input; the GEMM's split-K buffer may not (smaller M, more
-        // slices): the largest need over the profile's min, opt and max.
+        // The patches and the product grow with the input; the GEMM's split-K buffer may not (a smaller M can take
+        // more slices): the largest need over every batch of the profile, at its min, opt and max image sizes.
         int32_t const sm = mSm ? mSm : currentSm();
         trt_woq_linear_params p;
         size_t bytes = 0;
         DynamicPluginTensorDesc const& x = inputs[kACTIVATION_IDX];
-        for (Dims const* d : {&x.min, &x.opt, &x.max})
+        for (Dims d : {x.min, x.opt, x.max})
         {
-            if (describe(*d, actTypeOf(inputs[kACTIVATION_IDX].desc.type), &p))
+            for (int64_t batch = std::max<int64_t>(x.min.d[0], 1); batch <= x.max.d[0]; ++batch)
             {
-                bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
+                d.d[0] = batch;
+                if (describe(d, actTypeOf(inputs[kACTIVATION_IDX].desc.type), &p))
+                {
+                    bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
+                }
             }
         }
         return bytes;

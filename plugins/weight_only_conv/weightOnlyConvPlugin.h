@@ -33,6 +33,7 @@ struct WeightOnlyConvParams
     int32_t strides[2]{1, 1};
     int32_t pads[4]{0, 0, 0, 0};  // top, left, bottom, right
     int32_t dilations[2]{1, 1};
+    int32_t kOrder{0};  // trt_woq_conv_k_order of the packed weight's K rows (optional field, default (c, i, j))
 
     // Output height (axis 0) or width (axis 1) for an input extent; < 1 when the kernel does not fit.
     int64_t outExtent(int32_t axis, int64_t in) const noexcept

@@ -28,17 +28,24 @@ CONVS = [(1, 1280, 1280, 3, 8), (2, 1280, 1280, 3, 8), (8, 1280, 1280, 3, 8), (1
 # (M, K, N) linear rows for the fused-activation cost (an LLM MLP's up projection).
 LINEARS = [(1, 4096, 14336), (16, 4096, 14336), (64, 4096, 14336)]
 OURS = {"int8_pc": (8, -1), "int4_g128": (4, 128)}
-CONV_CANDIDATES = ("conv_implicit", "conv_im2col")  # each timed by id; the dispatch's pick is reported
+# Each timed by id: column -> (candidate, weight K order, NHWC activation). The dispatch's pick for K order (i, j, c)
+# and an NCHW activation (what the graph pass writes and the plugin passes) is reported and used in the ratios.
+VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
+            "im2col": ("conv_im2col", K.ConvKOrder.CIJ, False),
+            "cl": ("conv_implicit_cl", K.ConvKOrder.IJC, False),
+            "cl_nhwc": ("conv_implicit_cl", K.ConvKOrder.IJC, True)}
 
 
-def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1)) -> K.ConvGeometry:
+def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+                  k_order=K.ConvKOrder.CIJ, activation_nhwc=False) -> K.ConvGeometry:
     """The C geometry of a conv; pads = (top, left, bottom, right)."""
     top, left, bottom, right = pads
     oh = (h + top + bottom - dilations[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (w + left + right - dilations[1] * (kw - 1) - 1) // stride[1] + 1
     return K.ConvGeometry(batch=batch, in_channels=cin, in_h=h, in_w=w, kernel_h=kh, kernel_w=kw, stride_h=stride[0],
                           stride_w=stride[1], pad_top=top, pad_left=left, pad_bottom=bottom, pad_right=right,
-                          dilation_h=dilations[0], dilation_w=dilations[1], out_h=oh, out_w=ow)
+                          dilation_h=dilations[0], dilation_w=dilations[1], out_h=oh, out_w=ow, k_order=int(k_order),
+                          activation_nhwc=int(activation_nhwc))
 
 
 def _torch():
@@ -101,6 +108,18 @@ def cudnn_calls(batch, cin, cout, ks, hw, l2, channels_last):
     return [(lambda w=w: torch.nn.functional.conv2d(x, w, b, padding=ks // 2)) for w in ws], wbytes
 
 
+def _row_operands(batch, cin, cout, ks, hw):
+    """A CONVS row's geometry per VARIANTS column, M, K, random NCHW input (and its NHWC copy), output and bias."""
+    torch = _torch()
+    geo = {v: conv_geometry(batch, cin, hw, hw, ks, ks, pads=(ks // 2,) * 4, k_order=order, activation_nhwc=nhwc)
+           for v, (_, order, nhwc) in VARIANTS.items()}
+    g = geo["cl"]
+    x = torch.randn(batch, cin, hw, hw, device="cuda").half()
+    y = torch.empty(batch, cout, g.out_h, g.out_w, device="cuda").half()
+    return (geo, batch * g.out_h * g.out_w, cin * ks * ks, x, x.permute(0, 2, 3, 1).contiguous(), y,
+            torch.randn(cout, device="cuda").half())
+
+
 def run(log=print, conv_rows=None, linears=True) -> dict:
     """The conv rows (indices into CONVS, default all) and the linear rows; a dict of every figure."""
     torch = _torch()
@@ -113,26 +132,23 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
     rows = []
     ids = {lib.candidate_name(i): i for i in range(lib.candidate_count())}
     header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | "
-              + " ".join(f"{f'{fmt} {c[5:]}':>13}" for fmt in ("int8", "int4") for c in CONV_CANDIDATES)
+              + " ".join(f"{f'{fmt} {v}':>12}" for fmt in ("int8", "int4") for v in VARIANTS)
               + f" | {'int4+silu':>9} {'int4,silu':>9} | {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
               + " | dispatch")
     log(header)
     for batch, cin, cout, ks, hw in (CONVS if conv_rows is None else [CONVS[i] for i in conv_rows]):
-        pad = ks // 2
-        g = conv_geometry(batch, cin, hw, hw, ks, ks, pads=(pad,) * 4)
-        m, k = batch * g.out_h * g.out_w, cin * ks * ks
-        x = torch.randn(batch, cin, hw, hw, device="cuda").half()
-        y = torch.empty(batch, cout, g.out_h, g.out_w, device="cuda").half()
-        bias = torch.randn(cout, device="cuda").half()
+        geo, m, k, x, x_nhwc, y, bias = _row_operands(batch, cin, cout, ks, hw)
+        g = geo["cl"]
         methods, wbytes, picks = {}, {}, {}
         methods["cudnn_nchw"], wbytes["fp16"] = cudnn_calls(batch, cin, cout, ks, hw, l2, False)
         methods["cudnn_cl"], _ = cudnn_calls(batch, cin, cout, ks, hw, l2, True)
         for name, (bits, group) in OURS.items():
             prm = K.make_params(m=m, n=cout, k=k, bits=bits, group_size=group, op=K.Op.CONV2D, conv=g)
             picks[name] = lib.candidate_name(lib.dispatch(prm))
-            for cand in CONV_CANDIDATES:
-                methods[f"{name}_{cand}"], wbytes[name] = ours_calls(lib, m, k, cout, bits, group, l2, x, y, bias,
-                                                                     op=K.Op.CONV2D, conv=g, candidate=ids[cand])
+            for v, (cand, _, nhwc) in VARIANTS.items():
+                methods[f"{name}_{v}"], wbytes[name] = ours_calls(lib, m, k, cout, bits, group, l2,
+                                                                  x_nhwc if nhwc else x, y, bias, op=K.Op.CONV2D,
+                                                                  conv=geo[v], candidate=ids[cand])
         methods["int4_g128_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, K.Epilogue.SILU,
                                                   K.Op.CONV2D, g)
         methods["int4_g128_then_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, op=K.Op.CONV2D,
@@ -140,7 +156,7 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
         times = dict(zip(methods, time_interleaved(list(methods.values()))))
         t = {k_: (v if not isinstance(v, Exception) else None) for k_, v in times.items()}
         for name in OURS:  # the dispatch's pick, from the same replays
-            t[name] = t[f"{name}_{picks[name]}"]
+            t[name] = t[f"{name}_{next(v for v, c in VARIANTS.items() if c[0] == picks[name] and not c[2])}"]
         floors = {name: b / bw / 1e3 for name, b in (("fp16", wbytes["fp16"]), ("int8", wbytes["int8_pc"]),
                                                         ("int4", wbytes["int4_g128"]))}
         row = {"batch": batch, "in": cin, "out": cout, "kernel": ks, "hw": hw, "us": t, "floor_us": floors,
@@ -151,7 +167,7 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
         best = min(v for v in (t["cudnn_nchw"], t["cudnn_cl"]) if v) if (t["cudnn_nchw"] or t["cudnn_cl"]) else None
         log(f"{batch}, {cin}->{cout}, {ks}x{ks}, {hw}x{hw}".ljust(28) + f"| {fmt(t['cudnn_nchw']):>10} "
             f"{fmt(t['cudnn_cl']):>9} | "
-            + " ".join(f"{fmt(t[f'{n}_{c}']):>13}" for n in OURS for c in CONV_CANDIDATES)
+            + " ".join(f"{fmt(t[f'{n}_{v}']):>12}" for n in OURS for v in VARIANTS)
             + f" | {fmt(t['int4_g128_silu']):>9} {fmt(t['int4_g128_then_silu']):>9} | "
             f"{floors['fp16']:5.1f}/{floors['int8']:4.1f}/{floors['int4']:4.1f}     | {ratio('int8_pc')} "
             f"{ratio('int4_g128')} | {picks['int8_pc'][5:]}/{picks['int4_g128'][5:]}")
@@ -180,13 +196,49 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
     return {"device": torch.cuda.get_device_name(0), "copy_gbps": bw, "convs": rows, "linears": lin_rows}
 
 
+def profile(conv_rows, labels_file) -> None:
+    """For a profiler (tests/device/conv_ncu.py): each conv row's cuDNN FP16 (NCHW, channels-last) and INT4 g128 of
+    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between cudaProfilerStart / Stop;
+    the labels in launch order go to ``labels_file`` as JSON."""
+    torch = _torch()
+    torch.backends.cudnn.benchmark = True
+    lib = K.load()
+    ids = {lib.candidate_name(i): i for i in range(lib.candidate_count())}
+    launches = []
+    for batch, cin, cout, ks, hw in (CONVS[i] for i in conv_rows):
+        row = f"{batch}x{cin}->{cout} {ks}x{ks} {hw}x{hw}"
+        geo, m, k, x, x_nhwc, y, bias = _row_operands(batch, cin, cout, ks, hw)
+        for layout in ("nchw", "cl"):
+            calls, _ = cudnn_calls(batch, cin, cout, ks, hw, 0, layout == "cl")
+            calls[0]()  # cuDNN's algorithm search, outside the profiled range
+            launches.append((f"{row} cudnn_{layout}", calls[0]))
+        for v, (cand, _, nhwc) in VARIANTS.items():
+            calls, _ = ours_calls(lib, m, k, cout, 4, 128, 0, x_nhwc if nhwc else x, y, bias, op=K.Op.CONV2D,
+                                  conv=geo[v], candidate=ids[cand])
+            launches.append((f"{row} int4_{v}", calls[0]))
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for label, call in launches:
+        torch.cuda._sleep(1)  # the marker kernel (ATen's spin_kernel)
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    with open(labels_file, "w") as f:
+        json.dump([label for label, _ in launches], f)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m trt_woq.bench_conv", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--conv-rows", metavar="I,J,...", help="only these rows of CONVS (0-based)")
     p.add_argument("--no-linears", action="store_true", help="leave out the linear rows")
+    p.add_argument("--profile", metavar="LABELS.json", help="launch each method of --conv-rows once for a profiler "
+                   "(tests/device/conv_ncu.py) instead of timing; write the launch labels here")
     args = p.parse_args(argv)
     rows = None if not args.conv_rows else [int(i) for i in args.conv_rows.split(",")]
+    if args.profile:
+        profile(rows if rows is not None else range(len(CONVS)), args.profile)
+        return 0
     result = run(conv_rows=rows, linears=not args.no_linears)
     if args.json:
         with open(args.json, "w") as f:

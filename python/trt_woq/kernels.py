@@ -27,7 +27,7 @@ from trt_woq._libs import find_library
 
 LIBRARY_NAME = "libtrt_woq_kernels.so"
 PATH_ENV = "TRT_WOQ_KERNELS_PATH"
-ABI_VERSION = 2
+ABI_VERSION = 3
 CANDIDATE_AUTO = -1
 
 
@@ -41,6 +41,7 @@ Act = _c_enum("Act", "FP16 BF16")
 WeightFormat = _c_enum("WeightFormat", "INT8 INT4 FP6_E3M2")
 ActMode = _c_enum("ActMode", "WEIGHT_ONLY W8A8_DYNAMIC")
 Op = _c_enum("Op", "LINEAR CONV2D")
+ConvKOrder = _c_enum("ConvKOrder", "CIJ IJC")
 Epilogue = _c_enum("Epilogue", "NONE RELU CLIP SILU GELU_ERF GELU_TANH")
 
 
@@ -69,7 +70,7 @@ class ConvGeometry(ctypes.Structure):
 
     _fields_ = [(name, ctypes.c_int32) for name in (
         "batch", "in_channels", "in_h", "in_w", "kernel_h", "kernel_w", "stride_h", "stride_w", "pad_top", "pad_left",
-        "pad_bottom", "pad_right", "dilation_h", "dilation_w", "out_h", "out_w")]
+        "pad_bottom", "pad_right", "dilation_h", "dilation_w", "out_h", "out_w", "k_order", "activation_nhwc")]
 
 
 class LinearParams(ctypes.Structure):

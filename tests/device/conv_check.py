@@ -9,11 +9,12 @@ Run on a GPU machine from the repository root after building the kernels (tests/
    BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
    that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
    graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
-2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit): 1x1 / 3x3 / 7x7, odd heights
-   and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 8, partial channel and pixel tiles, plus real
-   layer shapes whose K is split over a cluster; INT8 / INT4 per channel, INT4 g128 (g64), group 32, with and without
-   zero points; FP16 and BF16; bias; every epilogue in turn. Reference: torch float64 conv2d of the dequantized
-   weight (F.pad for the asymmetric pads), independent of the kernels' gathers.
+2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl): 1x1 / 3x3 /
+   7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 8, partial channel and pixel
+   tiles, plus real layer shapes whose K is split over a cluster; INT8 / INT4 per channel, INT4 g128 (g64), group 32,
+   with and without zero points; FP16 and BF16; bias; every epilogue in turn; the weight in K order (c, i, j) with an
+   NCHW activation, and in K order (i, j, c) with an NCHW and with an NHWC activation. Reference: torch float64
+   conv2d of the dequantized weight (F.pad for the asymmetric pads), independent of the kernels' gathers.
 Weights quantized and packed by graph_passes (each format's quantizer and packer); outputs poisoned with NaN before
 each launch. Pass: normwise relative error below the activation type's tolerance and the largest error below 4x that
 of max|Y|. Prints one line per failure and `N passed, N failed`; exits non-zero on any failure.
@@ -137,6 +138,13 @@ QUICK_CONVS = CONVS[:3] + CONVS[-2:-1]
 CONV_FORMATS = [(8, -1, False), (4, -1, False), (4, None, False), (4, None, True), (8, 32, True), (8, -1, True)]
 
 
+def weight_views(w_ref, oc, ic, ks):
+    """(K order, float64 ONNX weight [OC, IC, kh, kw]) of the packed matrix ``w_ref`` [K, N] read in each K order."""
+    w = np.ascontiguousarray(w_ref.T)
+    return [(K.ConvKOrder.CIJ, w.reshape(oc, ic, ks, ks)),
+            (K.ConvKOrder.IJC, np.ascontiguousarray(w.reshape(oc, ks, ks, ic).transpose(0, 3, 1, 2)))]
+
+
 def test_convs(lib, tally, rng, convs):
     """Every conv of CONVS x FP16 / BF16 x CONV_FORMATS on the dispatch and on every conv candidate that supports it;
     the epilogue cycles so that each (format, candidate) meets every epilogue over the shapes."""
@@ -160,17 +168,21 @@ def test_convs(lib, tally, rng, convs):
                 group = group if group is not None else (128 if k % 128 == 0 else 64)
                 params_kw = CLIP if ep.params else {}
                 packed, scales, zeros, w_ref = quantized(k, oc, bits, group, act, rng, asym)
-                w4 = torch.from_numpy(np.ascontiguousarray(w_ref.T).reshape(oc, ic, ks, ks)).cuda()
-                pre = F.conv2d(xpad, w4, bias.double(), stride=stride, dilation=dil)
-                ref = ep.reference(pre.cpu().numpy(), **params_kw)
-                prm = K.make_params(m=batch * g.out_h * g.out_w, n=oc, k=k, bits=bits, group_size=group, act=act,
-                                    x=x.data_ptr(), packed_weight=packed.data_ptr(), scales=scales.data_ptr(),
-                                    zeros=None if zeros is None else zeros.data_ptr(), bias=bias.data_ptr(),
-                                    output=y.data_ptr(), op=K.Op.CONV2D, conv=g,
-                                    epilogue=K.Epilogue[ep.name.upper()], **params_kw)
-                check_candidates(lib, tally, prm, y, ref, act, sm,
-                                 f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} {act} "
-                                 f"int{bits} g{group}{' zp' if asym else ''} {ep.name}")
+                for order, w4 in weight_views(w_ref, oc, ic, ks):
+                    pre = F.conv2d(xpad, torch.from_numpy(w4).cuda(), bias.double(), stride=stride, dilation=dil)
+                    ref = ep.reference(pre.cpu().numpy(), **params_kw)
+                    for nhwc in (False, True) if order == K.ConvKOrder.IJC else (False,):
+                        gv = conv_geometry(batch, ic, h, w, ks, ks, (stride, stride), pads, (dil, dil), order, nhwc)
+                        xv = x.permute(0, 2, 3, 1).contiguous() if nhwc else x
+                        prm = K.make_params(m=batch * g.out_h * g.out_w, n=oc, k=k, bits=bits, group_size=group,
+                                            act=act, x=xv.data_ptr(), packed_weight=packed.data_ptr(),
+                                            scales=scales.data_ptr(), zeros=None if zeros is None else zeros.data_ptr(),
+                                            bias=bias.data_ptr(), output=y.data_ptr(), op=K.Op.CONV2D, conv=gv,
+                                            epilogue=K.Epilogue[ep.name.upper()], **params_kw)
+                        check_candidates(lib, tally, prm, y, ref, act, sm,
+                                         f"conv b{batch} {ic}->{oc} {ks}x{ks} {h}x{w} s{stride} p{list(pads)} d{dil} "
+                                         f"{act} int{bits} g{group}{' zp' if asym else ''} {ep.name} "
+                                         f"{order.name.lower()}{' nhwc' if nhwc else ''}")
     # Refusals: a conv the layout cannot take (K = 27) and inconsistent geometry.
     g = conv_geometry(1, 3, 9, 9, 3, 3, pads=(1, 1, 1, 1))
     prm = K.make_params(m=81, n=32, k=27, bits=8, group_size=-1, op=K.Op.CONV2D, conv=g)

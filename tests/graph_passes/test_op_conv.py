@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -44,20 +46,22 @@ GEOMETRIES = [  # (ic, oc, kernel, hw, strides, pads, dilations)
 @pytest.mark.parametrize("geom", GEOMETRIES, ids=lambda g: f"{g[2][0]}x{g[2][1]}_s{g[4][0]}{g[4][1]}_d{g[6][0]}")
 @pytest.mark.parametrize("bits,group,epilogue", [(8, -1, "none"), (4, 64, "silu"), (4, 32, "clip"),
                                                  (8, 32, "gelu_tanh")])
-def test_conv_reference_vs_direct_float64(rng, geom, bits, group, epilogue):
+@pytest.mark.parametrize("k_order", list(op_conv.K_ORDERS))
+def test_conv_reference_vs_direct_float64(rng, geom, bits, group, epilogue, k_order):
     ic, oc, kernel, hw, strides, pads, dilations = geom
     k = ic * kernel[0] * kernel[1]
     w4 = rng.standard_normal((oc, ic, *kernel)) / np.sqrt(k)
-    qw = quantize_rtn(np.ascontiguousarray(w4.reshape(oc, k).T).astype(np.float32), bits, group, False, "fp32")
+    qw = quantize_rtn(op_conv.matrix_of(w4, k_order).astype(np.float32), bits, group, False, "fp32")
     ep = EPILOGUES.get(epilogue)
     params = {"clip_min": -0.25, "clip_max": 0.5} if ep.params else {}
     attrs = op_conv.ConvAttributes(bits=bits, group_size=group, in_features=k, out_features=oc, has_bias=1,
                                    in_channels=ic, kernel_shape=kernel, strides=strides, pads=pads,
-                                   dilations=dilations).with_epilogue(ep, **params)
+                                   dilations=dilations, k_order=k_order).with_epilogue(ep, **params)
     x = rng.standard_normal((2, ic, *hw)).astype(np.float32)
     bias = (rng.standard_normal(oc) * 0.3).astype(np.float32)
     y = op_conv.evaluate(x, interleaved_v1.pack(qw.u, bits), to_act_storage(qw.scales, "fp32"), None, bias, attrs)
-    w_deq = qw.dequantize().T.reshape(oc, ic, *kernel)  # the K order of op_conv: (c, i, j)
+    w_deq = op_conv.onnx_weight(qw.dequantize(), attrs)
+    assert np.array_equal(op_conv.matrix_of(w_deq, k_order), qw.dequantize())
     ref = ep.reference(direct_conv(x.astype(np.float64), w_deq, bias.astype(np.float64), strides, pads, dilations),
                        **params)
     assert y.shape == ref.shape and y.dtype == np.float32
@@ -70,7 +74,11 @@ def test_attribute_round_trip_and_validation():
                                activation=EPILOGUES.get("clip").c_enum, clip_min=0.0, clip_max=6.0)
     d = a.validate().to_dict()
     assert d["pads"] == [1, 0, 1, 2] and d["clip_max"] == 6.0 and d["activation"] == 2
-    assert op_conv.ConvAttributes.from_dict(d) == a
+    assert op_conv.ConvAttributes.from_dict(d) == a and "k_order" not in d  # the default (c, i, j): no attribute
+    ijc = dataclasses.replace(a, k_order=op_conv.K_ORDER_IJC)
+    assert ijc.validate().to_dict()["k_order"] == 1 and op_conv.ConvAttributes.from_dict(ijc.to_dict()) == ijc
+    with pytest.raises(QuantizationError, match="k_order must be one of 0 \\(c, i, j\\), 1 \\(i, j, c\\), got 2"):
+        dataclasses.replace(a, k_order=2).validate()
     assert a.output_hw(9, 9) == (5, 7)
     with pytest.raises(QuantizationError, match="in_features 576 must equal in_channels 32"):
         op_conv.ConvAttributes(bits=4, group_size=64, in_features=576, out_features=32, in_channels=32,

@@ -46,11 +46,14 @@ int32_t total_count() {
     return n;
 }
 
+bool in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
+
 bool conv_geometry_ok(const trt_woq_linear_params* p) {
     const trt_woq_conv_geometry& c = p->conv;
     if (c.batch <= 0 || c.in_channels <= 0 || c.in_h <= 0 || c.in_w <= 0 || c.kernel_h <= 0 || c.kernel_w <= 0 ||
         c.stride_h <= 0 || c.stride_w <= 0 || c.dilation_h <= 0 || c.dilation_w <= 0 || c.pad_top < 0 ||
-        c.pad_left < 0 || c.pad_bottom < 0 || c.pad_right < 0 || c.out_h <= 0 || c.out_w <= 0) {
+        c.pad_left < 0 || c.pad_bottom < 0 || c.pad_right < 0 || c.out_h <= 0 || c.out_w <= 0 ||
+        !in_range(c.k_order, TRT_WOQ_CONV_K_CIJ, TRT_WOQ_CONV_K_IJC) || !in_range(c.activation_nhwc, 0, 1)) {
         return false;
     }
     const int64_t span_h = int64_t(c.in_h) + c.pad_top + c.pad_bottom - int64_t(c.dilation_h) * (c.kernel_h - 1) - 1;
@@ -58,8 +61,6 @@ bool conv_geometry_ok(const trt_woq_linear_params* p) {
     return span_h >= 0 && span_w >= 0 && c.out_h == span_h / c.stride_h + 1 && c.out_w == span_w / c.stride_w + 1 &&
            p->m == int64_t(c.batch) * c.out_h * c.out_w && p->k == int64_t(c.in_channels) * c.kernel_h * c.kernel_w;
 }
-
-bool in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
 
 /* Enum values and their combinations: INVALID_ARGUMENT for a value outside its enum or an inconsistent option. */
 trt_woq_status check_options(const trt_woq_linear_params* p) {

@@ -9,6 +9,7 @@ from onnx import helper, numpy_helper
 
 import woq_models as models
 from graph_passes.compare import plugin_to_qdq
+from graph_passes import op_conv
 from graph_passes.op_conv import ConvAttributes
 
 
@@ -76,6 +77,8 @@ CASES = {  # name: (conv kwargs, quant kwargs)
                                   dict(bits=8, group_size=-1)),
     "7x7_s2_gelu_int4_g128": (dict(ic=128, kernel=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3), hw=(13, 15), oc=20,
                                    act="gelu_erf_div"), dict(bits=4, group_size=128)),
+    # 4 input channels: no whole 16-byte vector per tap, so K order (c, i, j)
+    "4x4_ic4_int8_g32": (dict(ic=4, kernel=(4, 4), pads=(1, 1, 2, 2)), dict(bits=8, group_size=32)),
 }
 
 
@@ -86,6 +89,8 @@ def test_plugin_and_qdq_twins_agree(rng, case):
     out, report = models.run_pass(model, **q_kw)
     assert len(report.rewritten) == 1 and not report.skipped
     assert [n.op_type for n in _woq(out)] == ["WeightOnlyConv"]
+    ijc = conv_kw.get("ic", 64) % 8 == 0
+    assert _attrs(_woq(out)[0]).k_order == (op_conv.K_ORDER_IJC if ijc else op_conv.K_ORDER_CIJ)
     dtype = conv_kw.get("dtype", np.float32)
     hw = conv_kw.get("hw", (9, 11))
     x = rng.standard_normal((2, conv_kw.get("ic", 64), *hw)).astype(dtype)
@@ -95,7 +100,8 @@ def test_plugin_and_qdq_twins_agree(rng, case):
     assert y_ref.shape == y_orig.shape == y_twin.shape
     assert np.linalg.norm(y_twin - y_ref) <= 4e-3 * np.linalg.norm(y_ref)  # fp16 rounding in ORT's ops
     qdq, _ = models.run_pass(model, format="qdq", **q_kw)
-    assert [n.op_type for n in qdq.graph.node][:3] == ["DequantizeLinear", "Reshape", "Conv"]
+    head = ["DequantizeLinear", "Reshape"] + (["Transpose"] if ijc else []) + ["Conv"]
+    assert [n.op_type for n in qdq.graph.node][:len(head)] == head
     y_qdq = models.ort_run(qdq, {"x": x})[0]
     # The Q/DQ format holds the same codes and scales (rounded to fp16) but computes in the graph's dtype.
     assert _cosine(y_qdq, y_ref) > 0.9995

@@ -9,7 +9,8 @@ Each case is one plugin node, WeightOnlyLinear or WeightOnlyConv, made by the op
   asymmetric activations, per-channel and grouped INT8 weights; each for fp16 and bf16, some with bias.
 * ``--op conv``: the WeightOnlyConv matrix: 1x1 / 3x3 / 7x7, odd heights and widths, symmetric and asymmetric
   padding, stride 2, dilation 2; INT8 / INT4 per channel and g128 (INT4 g128 also asymmetric); fp16 and bf16; bias
-  on some; the fused activations cycling so that every format meets several and every one is met.
+  on some; the fused activations cycling so that every format meets several and every one is met; the packed K
+  order (``k_order``) alternating between (c, i, j) and (i, j, c).
 * ``--model FILE.onnx`` (repeatable): every WeightOnlyLinear / WeightOnlyConv node of a quantized model
   (``python -m graph_passes quantize`` output), with its initializers and its activation dtype.
 
@@ -316,11 +317,11 @@ def synthetic_conv(out: Path, rng: np.random.Generator) -> list[str]:
                     bits=bits, group_size=g, in_features=k, out_features=geo.out_channels, layout=1,
                     has_zeros=int(asym), has_bias=int(with_bias), in_channels=geo.in_channels,
                     kernel_shape=(geo.kernel, geo.kernel), strides=(geo.stride, geo.stride), pads=geo.pads,
-                    dilations=(geo.dilation, geo.dilation))
+                    dilations=(geo.dilation, geo.dilation), k_order=i % 2)  # both K orders on every geometry
                 attrs = attrs.with_epilogue(ep, **(CLIP if ep.params else {}))
                 name = (f"conv{geo.kernel}x{geo.kernel}_s{geo.stride}_d{geo.dilation}_{format_by_bits(bits).name}_"
                         f"{'pc' if g == -1 else f'g{g}'}{'_asym' if asym else ''}{'_bias' if with_bias else ''}_"
-                        f"{ep.name}_{act}")
+                        f"{ep.name}_{act}_k{op_conv.K_ORDERS[attrs.k_order].replace(', ', '')[1:-1]}")
                 node, inits = node_and_inits(name, attrs, u, scales, zeros, bias, act)
                 invalid = CONV_INVALID if not names else ()
                 names.append(node_case(out, name, node, inits, conv_profiles(attrs, geo.inputs), invalid))

@@ -705,7 +705,7 @@ Reference reference(Case const& c, Run const& run, std::vector<double> const& x,
             static_cast<int32_t>(c.intsAttr("strides", 1)), static_cast<int32_t>(c.intsAttr("pads", 0)),
             static_cast<int32_t>(c.intsAttr("pads", 1)), static_cast<int32_t>(c.intsAttr("pads", 2)),
             static_cast<int32_t>(c.intsAttr("pads", 3)), static_cast<int32_t>(c.intsAttr("dilations", 0)),
-            static_cast<int32_t>(c.intsAttr("dilations", 1))};
+            static_cast<int32_t>(c.intsAttr("dilations", 1)), static_cast<int32_t>(c.intAttr("k_order"))};
         rows = im2col(x, g);
         m = g.rows();
     }

@@ -178,6 +178,7 @@ struct ConvGeometry
 {
     int64_t batch, channels, h, w;
     int32_t kh, kw, sh, sw, top, left, bottom, right, dh, dw;
+    int32_t kOrder; // the node's k_order: 0 = (c, i, j), 1 = (i, j, c)
 
     int64_t outH() const
     {
@@ -197,7 +198,8 @@ struct ConvGeometry
     }
 };
 
-// Patches [B * OH * OW, C * kh * kw] of NCHW x: row (b, y, x), column k = (c * kh + i) * kw + j (op_conv.py).
+// Patches [B * OH * OW, C * kh * kw] of NCHW x: row (b, y, x), column k = (c * kh + i) * kw + j, or
+// (i * kw + j) * C + c for kOrder 1 (op_conv.py).
 inline std::vector<double> im2col(std::vector<double> const& x, ConvGeometry const& g)
 {
     int64_t const oh = g.outH();
@@ -222,7 +224,7 @@ inline std::vector<double> im2col(std::vector<double> const& x, ConvGeometry con
                             if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
                             {
                                 size_t const at = static_cast<size_t>(((b * g.channels + c) * g.h + iy) * g.w + ix);
-                                row[(c * g.kh + i) * g.kw + j] = x[at];
+                                row[g.kOrder == 1 ? (i * g.kw + j) * g.channels + c : (c * g.kh + i) * g.kw + j] = x[at];
                             }
                         }
                     }

@@ -3,7 +3,7 @@
  * graph_passes on the CPU. Raw little-endian arrays in and out; one command per call:
  *
  *   reference_check quantize M K BLOCK ASYM X.f32 OUT.f64        rows of s * a + o (W8A8 activation quantization)
- *   reference_check im2col B C H W KH KW SH SW TOP LEFT BOTTOM RIGHT DH DW X.f64 OUT.f64
+ *   reference_check im2col B C H W KH KW SH SW TOP LEFT BOTTOM RIGHT DH DW K_ORDER X.f64 OUT.f64
  *   reference_check product M K N ACTIVATION CLIP_MIN CLIP_MAX ROWS.f64 W.f64 BIAS.f64|- OUT.f64
  */
 #include "reference.h"
@@ -55,12 +55,12 @@ int main(int argc, char** argv)
         save(argv[7], xq);
         return 0;
     }
-    if (cmd == "im2col" && argc == 18)
+    if (cmd == "im2col" && argc == 19)
     {
         ConvGeometry const g{num(2), num(3), num(4), num(5), int32_t(num(6)), int32_t(num(7)), int32_t(num(8)),
             int32_t(num(9)), int32_t(num(10)), int32_t(num(11)), int32_t(num(12)), int32_t(num(13)), int32_t(num(14)),
-            int32_t(num(15))};
-        save(argv[17], im2col(load<double>(argv[16], static_cast<size_t>(g.batch * g.channels * g.h * g.w)), g));
+            int32_t(num(15)), int32_t(num(16))};
+        save(argv[18], im2col(load<double>(argv[17], static_cast<size_t>(g.batch * g.channels * g.h * g.w)), g));
         return 0;
     }
     if (cmd == "product" && argc == 12)

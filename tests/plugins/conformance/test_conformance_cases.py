@@ -67,17 +67,18 @@ def test_w8a8_quantization_is_activations_py_bit_for_bit(reference_tool, tmp_pat
 
 
 @pytest.mark.parametrize("geo", make_cases.CONV_GEOMETRIES, ids=lambda g: f"k{g.kernel}s{g.stride}d{g.dilation}")
-def test_im2col_is_op_conv_im2col(reference_tool, tmp_path, geo):
+@pytest.mark.parametrize("k_order", list(op_conv.K_ORDERS))
+def test_im2col_is_op_conv_im2col(reference_tool, tmp_path, geo, k_order):
     rng = np.random.default_rng()
     c = 5  # any channel count: the patches do not depend on the format
     attrs = op_conv.ConvAttributes(bits=8, group_size=-1, in_features=c * geo.kernel ** 2, out_features=2,
                                    in_channels=c, kernel_shape=(geo.kernel,) * 2, strides=(geo.stride,) * 2,
-                                   pads=geo.pads, dilations=(geo.dilation,) * 2)
+                                   pads=geo.pads, dilations=(geo.dilation,) * 2, k_order=k_order)
     for b, h, w in geo.inputs:
         x = rng.standard_normal((b, c, h, w))
         x.tofile(tmp_path / "x.f64")
         _run(reference_tool, "im2col", b, c, h, w, geo.kernel, geo.kernel, geo.stride, geo.stride, *geo.pads,
-             geo.dilation, geo.dilation, tmp_path / "x.f64", tmp_path / "p.f64")
+             geo.dilation, geo.dilation, k_order, tmp_path / "x.f64", tmp_path / "p.f64")
         expect = op_conv.im2col(x, attrs).reshape(-1, attrs.in_features)
         np.testing.assert_array_equal(np.fromfile(tmp_path / "p.f64").reshape(expect.shape), expect)
 

@@ -43,7 +43,7 @@ def test_unloadable_file_is_a_library_error(tmp_path):
 @pytest.mark.parametrize("source, version", [
     ("int trt_woq_abi_version(void) { return 1; }", 1),
     ("int trt_woq_other(void) { return 0; }", 1),  # built before trt_woq_abi_version existed
-    ("int trt_woq_abi_version(void) { return 3; }", 3),
+    ("int trt_woq_abi_version(void) { return 4; }", 4),
 ])
 def test_library_of_another_abi_is_refused(tmp_path, source, version):
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -79,6 +79,7 @@ MIRRORED_ENUMS = {  # C typedef -> (Python enum, prefixes of its enumerators, lo
     "trt_woq_act_mode": (K.ActMode, ("TRT_WOQ_ACT_MODE_",)),
     "trt_woq_op": (K.Op, ("TRT_WOQ_OP_",)),
     "trt_woq_epilogue": (K.Epilogue, ("TRT_WOQ_EPILOGUE_",)),
+    "trt_woq_conv_k_order": (K.ConvKOrder, ("TRT_WOQ_CONV_K_",)),
 }
 
 

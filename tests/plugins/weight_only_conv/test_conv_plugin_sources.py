@@ -35,12 +35,13 @@ def test_compiles_against_tensorrt_headers(trt_include):
 
 
 def test_fields_match_the_op_contract():
-    from graph_passes.op_conv import ConvAttributes
+    from graph_passes.op_conv import K_ORDER_IJC, ConvAttributes
     from graph_passes.registry.epilogues import CLIP
 
     fields = re.findall(r'\{"(\w+)", PluginFieldType::k(INT32|FLOAT32), (\d), (true|false)\}', SOURCE.read_text())
     attrs = ConvAttributes(bits=4, group_size=64, in_features=576, out_features=32, in_channels=64,
-                           kernel_shape=(3, 3), activation=CLIP.c_enum, clip_min=0.0, clip_max=6.0).to_dict()
+                           kernel_shape=(3, 3), activation=CLIP.c_enum, clip_min=0.0, clip_max=6.0,
+                           k_order=K_ORDER_IJC).to_dict()
     expected = {k: v for k, v in attrs.items() if not k.startswith("plugin_")}
     assert {f[0] for f in fields} == set(expected)
     for name, ctype, length, _ in fields:

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Changes whenever a struct or a signature below changes; trt_woq_abi_version() returns the library's. */
-#define TRT_WOQ_ABI_VERSION 2
+#define TRT_WOQ_ABI_VERSION 3
 
 typedef enum trt_woq_status {
     TRT_WOQ_OK = 0,
@@ -49,8 +49,14 @@ typedef enum trt_woq_act_mode {
 
 typedef enum trt_woq_op {
     TRT_WOQ_OP_LINEAR = 0,
-    TRT_WOQ_OP_CONV2D = 1 /* activation NCHW per `conv`; output [batch, N, out_h, out_w] */
+    TRT_WOQ_OP_CONV2D = 1 /* activation NCHW (or NHWC) per `conv`; output [batch, N, out_h, out_w] */
 } trt_woq_op;
+
+/* Conv2d: the order of the packed weight's K rows (docs/op.md, WeightOnlyConv attribute `k_order`). */
+typedef enum trt_woq_conv_k_order {
+    TRT_WOQ_CONV_K_CIJ = 0, /* k = (c * kernel_h + i) * kernel_w + j: the ONNX weight [N, C, kh, kw] flattened */
+    TRT_WOQ_CONV_K_IJC = 1  /* k = (i * kernel_w + j) * in_channels + c: one tap's channels contiguous */
+} trt_woq_conv_k_order;
 
 /* Applied to X @ W + bias, per output element. */
 typedef enum trt_woq_epilogue {
@@ -82,12 +88,15 @@ typedef struct trt_woq_conv_geometry {
     int32_t dilation_w;
     int32_t out_h;
     int32_t out_w;
+    int32_t k_order;         /* trt_woq_conv_k_order */
+    int32_t activation_nhwc; /* 1: the activation is [batch, in_h, in_w, in_channels] (channels last); 0: NCHW */
 } trt_woq_conv_geometry;
 
 /* One call's operands. All pointers are device pointers; activation, output, scales, zeros and bias are of act_type.
  * A zero-initialised struct plus sizes, pointers and format describes a plain weight-only linear. */
 typedef struct trt_woq_linear_params {
-    const void* activation;    /* [M, K] row-major (linear); [batch, in_channels, in_h, in_w] (conv2d) */
+    const void* activation;    /* [M, K] row-major (linear); [batch, in_channels, in_h, in_w] (conv2d), or
+                                  [batch, in_h, in_w, in_channels] with conv.activation_nhwc */
     const void* packed_weight; /* int32 words, layout `layout_version` of docs/layouts.md */
     const void* scales;        /* [K / group, N] row-major; [1, N] when group_size == -1 */
     const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type; NULL = symmetric */

@@ -1,7 +1,8 @@
 /*
  * Conv2d (op TRT_WOQ_OP_CONV2D) as an explicit im2col GEMM on the linear candidates:
- *   1. im2col: the NCHW activation -> patches [M = batch * out_h * out_w, K = in_channels * kernel_h * kernel_w] in the
- *      workspace, K in the order (c, i, j) of the packed weight (graph_passes/op_conv.py), zeros outside the input;
+ *   1. im2col: the NCHW (or NHWC) activation -> patches [M = batch * out_h * out_w, K = in_channels * kernel_h *
+ *      kernel_w] in the workspace, K in the packed weight's order (k_order: (c, i, j) or (i, j, c), docs/op.md),
+ *      zeros outside the input;
  *   2. the linear dispatch's candidate for [M, K] x [K, N] with the bias and the fused epilogue, into the workspace;
  *   3. a tiled transpose [batch, out_h * out_w, N] -> the NCHW output [batch, N, out_h, out_w].
  * The tensors stay NCHW (TensorRT's kLINEAR, what a plain ONNX Conv carries); the price is the patch matrix (K / C
@@ -17,6 +18,7 @@
 
 #include "candidates.h"
 #include "conv/implicit.h"
+#include "conv/transpose.cuh"
 
 namespace trt_woq {
 namespace conv {
@@ -60,7 +62,7 @@ size_t workspace(const trt_woq_linear_params* p, int32_t sm) {
 }
 
 /* One thread per patch element (row m, column k); consecutive threads walk k, so the stores are contiguous and the
- * loads of one kernel row (j) are too. */
+ * loads of one kernel row (j, K order (c, i, j)) or of one tap (c, K order (i, j, c) on an NHWC activation) are too. */
 template <typename T>
 __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, trt_woq_conv_geometry g, int64_t total,
                               int k) {
@@ -70,7 +72,8 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, trt
          idx += int64_t(gridDim.x) * blockDim.x) {
         const int64_t m = idx / k;
         const int kk = int(idx - m * k);
-        const int c = kk / taps, tap = kk - c * taps;
+        const bool ijc = g.k_order == TRT_WOQ_CONV_K_IJC;
+        const int c = ijc ? kk % g.in_channels : kk / taps, tap = ijc ? kk / g.in_channels : kk - c * taps;
         const int i = tap / g.kernel_w, j = tap - i * g.kernel_w;
         const int b = int(m / pixels), pix = int(m - int64_t(b) * pixels);
         const int oy = pix / g.out_w, ox = pix - oy * g.out_w;
@@ -78,28 +81,10 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, trt
         const int ix = ox * g.stride_w - g.pad_left + j * g.dilation_w;
         T v = T(0.f);
         if (iy >= 0 && iy < g.in_h && ix >= 0 && ix < g.in_w) {
-            v = x[((int64_t(b) * g.in_channels + c) * g.in_h + iy) * g.in_w + ix];
+            v = x[g.activation_nhwc ? ((int64_t(b) * g.in_h + iy) * g.in_w + ix) * g.in_channels + c
+                                    : ((int64_t(b) * g.in_channels + c) * g.in_h + iy) * g.in_w + ix];
         }
         cols[idx] = v;
-    }
-}
-
-/* [batch, pixels, n] -> [batch, n, pixels] through a 32 x 33 shared tile (grid: n / 32, pixels / 32, batch). */
-template <typename T>
-__global__ void to_nchw_kernel(const T* __restrict__ rows, T* __restrict__ y, int pixels, int n) {
-    __shared__ T tile[32][33];
-    const int b = blockIdx.z;
-    const int n0 = blockIdx.x * 32, p0 = blockIdx.y * 32;
-    const T* src = rows + int64_t(b) * pixels * n;
-    T* dst = y + int64_t(b) * n * pixels;
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-        const int p = p0 + r, c = n0 + threadIdx.x;
-        if (p < pixels && c < n) tile[r][threadIdx.x] = src[int64_t(p) * n + c];
-    }
-    __syncthreads();
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-        const int c = n0 + r, p = p0 + threadIdx.x;
-        if (p < pixels && c < n) dst[int64_t(c) * pixels + p] = tile[threadIdx.x][r];
     }
 }
 
@@ -117,11 +102,8 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, cudaStream_t stream)
     if (s != TRT_WOQ_OK) return s;
     s = trt_woq_linear_run(TRT_WOQ_CANDIDATE_AUTO, &q, stream);
     if (s != TRT_WOQ_OK) return s;
-    const int pixels = p->conv.out_h * p->conv.out_w, n = static_cast<int>(p->n);
-    const dim3 grid((n + 31) / 32, (pixels + 31) / 32, p->conv.batch);
-    to_nchw_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(static_cast<const T*>(q.output), static_cast<T*>(p->output),
-                                                        pixels, n);
-    return check_launch();
+    return transpose<T>(static_cast<const T*>(q.output), static_cast<T*>(p->output), p->conv.batch,
+                        p->conv.out_h * p->conv.out_w, static_cast<int>(p->n), stream);
 }
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
@@ -137,6 +119,8 @@ const Candidate kConvCandidates[] = {
     {"conv_im2col", kIntWeightOnlyConv, conv::supports, conv::workspace, conv::launch, conv::score},
     {"conv_implicit", kIntWeightOnlyConv, conv_implicit::supports, conv_implicit::workspace, conv_implicit::launch,
      conv_implicit::score},
+    {"conv_implicit_cl", kIntWeightOnlyConv, conv_implicit_cl::supports, conv_implicit_cl::workspace,
+     conv_implicit_cl::launch, conv_implicit_cl::score},
 };
 const int kConvCandidateCount = sizeof(kConvCandidates) / sizeof(kConvCandidates[0]);
 

@@ -35,6 +35,7 @@
 
 #include "candidates.h"
 #include "conv/implicit.h"
+#include "conv/transpose.cuh"
 #include "converters.cuh"
 #include "epilogue.cuh"
 
@@ -48,7 +49,8 @@ constexpr int BN = 16 * kWarps;  // output channels per CTA
 constexpr int BM = 64;           // output pixels per CTA
 constexpr int KC = 64;           // k per chunk
 constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead, read 2 ahead)
-constexpr int kMaxSplit = 8;     // portable cluster size
+constexpr int kMaxSplit = 8;     // portable cluster size (the NCHW variant)
+constexpr int kMaxSplitCL = 16;  // SM90's non-portable cluster size (the channels-last variant)
 constexpr int kLine = 144;       // bytes per staged packed row (128 + 16 padding)
 constexpr int kRedStride = BM + 8;  // floats per channel row of the reduction buffer
 
@@ -69,19 +71,23 @@ struct Args {
     Epilogue ep;
 };
 
-template <int BITS>
+/* CL: channels-last gather (K order (i, j, c)): the patch tile is copied by cp.async into the stage ring beside the
+ * weights. Otherwise (NCHW, K order (c, i, j)) it is gathered into registers into two B buffers. */
+template <int BITS, bool CL>
 struct Geo {
     static constexpr int I = BITS == 4 ? 4 : 2;             // channels per packed row
-    // A ring: kStages - 1 chunks in flight from DRAM (as many as 48 KB of shared memory hold: the weight bytes in
-    // flight per SM are what the batch-1 convs' bandwidth needs).
-    static constexpr int kStages = BITS == 4 ? 8 : 5;
+    // Ring: kStages - 1 chunks in flight from DRAM (the weight bytes in flight per SM are what the batch-1 convs'
+    // bandwidth needs). NCHW: as many as 48 KB of shared memory hold; CL (its stages also hold the patch tile): as
+    // many as keep 3 CTAs on an SM (66 KB INT4, 67 KB INT8).
+    static constexpr int kStages = CL ? (BITS == 4 ? 6 : 5) : BITS == 4 ? 8 : 5;
     static constexpr int kRows = BN / I;                    // packed rows per CTA
     static constexpr int kABytes = kRows * kLine;           // one A stage
     static constexpr int kSZBytes = 2 * 2 * BN * 2;         // scales + zeros, up to 2 groups per chunk, 2 bytes each
     static constexpr int kBBytes = BM * KC * 2;             // one B buffer
-    static constexpr int kTBytes = KC * 16;                 // one k table
-    static constexpr int kPipe = kStages * (kABytes + kSZBytes) + 2 * kBBytes + kTables * kTBytes;
-    static_assert(kPipe <= 48 * 1024, "no opt-in to more dynamic shared memory");
+    static constexpr int kBBuffers = CL ? kStages : 2;
+    static constexpr int kTBytes = CL ? 0 : KC * 16;        // one k table
+    static constexpr int kPipe = kStages * (kABytes + kSZBytes) + kBBuffers * kBBytes + kTables * kTBytes;
+    static_assert(CL || kPipe <= 48 * 1024, "NCHW: no opt-in to more dynamic shared memory");
     static constexpr int kRed = BN * kRedStride * 4;
     static constexpr int kSmem = kPipe > kRed ? kPipe : kRed;
 };
@@ -145,17 +151,17 @@ struct Gathered {
     unsigned short v[4][8];
 };
 
-template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
+template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL>
 __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
-    using G = Geo<BITS>;
+    using G = Geo<BITS, CL>;
     constexpr int kStages = G::kStages;
     constexpr int half_bits = 1 << (BITS - 1);
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char* a_ring = smem;
     unsigned char* sz_ring = a_ring + kStages * G::kABytes;
     unsigned char* b_buf = sz_ring + kStages * G::kSZBytes;
-    int4* tables = reinterpret_cast<int4*>(b_buf + 2 * G::kBBytes);
+    int4* tables = reinterpret_cast<int4*>(b_buf + G::kBBuffers * G::kBBytes);
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
@@ -168,11 +174,12 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     const int group = GROUPED ? 1 << a.group_shift : a.k;
     const int groups_per_chunk = group < KC ? KC / group : 1;  // 2 for group 32
 
-    // ---- the gather's fixed part: vector `vec` (k 8 vec .. 8 vec + 7 of each chunk) of pixels pix0 + 16 s ----
-    const int vec = tid >> 4;
-    const int pix0 = tid & 15;
+    // ---- the gather's fixed part: vector `vec` (k 8 vec .. 8 vec + 7 of each chunk) of pixels pix0 + 16 s; CL:
+    // the 8 vectors of a pixel on consecutive lanes (a pixel's channels are contiguous), else the pixels ----
+    const int vec = CL ? tid & 7 : tid >> 4;
+    const int pix0 = CL ? tid >> 3 : tid & 15;
     const int ohw = g.out_h * g.out_w;
-    const T* xp[4];        // x at (b, iy0, ix0) of the pixel: tap (c, i, j) reads xp + table offset
+    const T* xp[4];        // x at (b, iy0, ix0) of the pixel: tap (c, i, j) reads xp + its offset
     uint32_t mask[4][2];  // taps (i, j) that fall inside the input; none for pixels past M
 #pragma unroll
     for (int s4 = 0; s4 < 4; ++s4) {
@@ -183,7 +190,8 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
             const int b = gm / ohw, r = gm - b * ohw;
             const int oy = r / g.out_w, ox = r - oy * g.out_w;
             const int iy0 = oy * g.stride_h - g.pad_top, ix0 = ox * g.stride_w - g.pad_left;
-            xp[s4] = a.x + (int64_t(b) * g.in_channels * g.in_h + iy0) * g.in_w + ix0;
+            xp[s4] = a.x + (CL ? ((int64_t(b) * g.in_h + iy0) * g.in_w + ix0) * g.in_channels
+                               : (int64_t(b) * g.in_channels * g.in_h + iy0) * g.in_w + ix0);
             uint64_t taps_in = 0;
             for (int i = 0; i < g.kernel_h; ++i) {
                 const bool row_in = unsigned(iy0 + i * g.dilation_h) < unsigned(g.in_h);
@@ -199,7 +207,38 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     }
 
     auto write_table = [&](int rel) {  // chunk c_begin + rel into its ring slot (threads 0 .. KC-1)
-        if (tid < KC && rel < c_count) tables[(rel % kTables) * KC + tid] = table_entry(g, (c_begin + rel) * KC + tid);
+        if (!CL && tid < KC && rel < c_count) {
+            tables[(rel % kTables) * KC + tid] = table_entry(g, (c_begin + rel) * KC + tid);
+        }
+    };
+    // CL: this thread's vector of the next chunk for its 4 pixels, 16 bytes each by cp.async into the chunk's stage
+    // (zero-filled outside the input). in_channels % 8 == 0 keeps a vector inside one tap. The chunks are copied in
+    // order, so the vector's (tap, c) and (i, j) advance by KC per call: no division in the loop.
+    int cl_c = 0, cl_tap = 0, cl_i = 0, cl_j = 0;
+    if constexpr (CL) {
+        const int k0 = c_begin * KC + 8 * vec;
+        cl_tap = k0 / g.in_channels;
+        cl_c = k0 - cl_tap * g.in_channels;
+        cl_i = cl_tap / g.kernel_w;
+        cl_j = cl_tap - cl_i * g.kernel_w;
+    }
+    auto copy_patches = [&](int stage) {
+        const int tap = cl_tap, c = cl_c;
+        const int off = (cl_i * g.dilation_h * g.in_w + cl_j * g.dilation_w) * g.in_channels + c;
+        for (cl_c += KC; cl_c >= g.in_channels; cl_c -= g.in_channels) {
+            ++cl_tap;
+            if (++cl_j == g.kernel_w) {
+                cl_j = 0;
+                ++cl_i;
+            }
+        }
+        const uint32_t lo = tap < 32 ? 1u << tap : 0u, hi = tap < 32 ? 0u : 1u << (tap - 32);
+        const uint32_t base = smem_u32(b_buf + stage * G::kBBytes);
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+            const bool ok = ((mask[s4][0] & lo) | (mask[s4][1] & hi)) != 0;
+            cp_async(base + b_offset(pix0 + 16 * s4, vec), ok ? xp[s4] + off : a.x, 16, ok);
+        }
     };
     auto gather = [&](int rel, Gathered& out) {
         const int4* t = tables + (rel % kTables) * KC + vec * 8;
@@ -235,6 +274,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         if (rel < c_count) {
             const int chunk = c_begin + rel;
             const int stage = rel % kStages;
+            if constexpr (CL) copy_patches(stage);
             const uint32_t dst = smem_u32(a_ring + stage * G::kABytes);
 #pragma unroll
             for (int i = tid; i < G::kRows * 8; i += kThreads) {
@@ -278,12 +318,14 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) issue_a(st);
     __syncthreads();
-    Gathered ga, gb;  // the chunks rel + 1 and rel + 2 in flight: ga for even rel, gb for odd
-    if (c_count > 0) {
-        gather(0, ga);
-        store_gathered(0, ga);
+    Gathered ga, gb;  // NCHW: the chunks rel + 1 and rel + 2 in flight: ga for even rel, gb for odd
+    if constexpr (!CL) {
+        if (c_count > 0) {
+            gather(0, ga);
+            store_gathered(0, ga);
+        }
+        if (c_count > 1) gather(1, gb);
     }
-    if (c_count > 1) gather(1, gb);
 
     // A fragment word offsets inside a stage: channel 16w + g (lo) and 16w + 8 + g (hi).
     const int clo = 16 * warp + gq, chi = clo + 8;
@@ -296,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     // Chunk rel: its patches were gathered two chunks earlier and stored at the end of the previous step; the loads
     // of chunk rel + 2 fly during this step's mma and land in `fill`, while `drain` (chunk rel + 1) is stored.
     auto step = [&](int rel, Gathered& fill, Gathered& drain) {
-        if (rel + 2 < c_count) gather(rel + 2, fill);
+        if (!CL && rel + 2 < c_count) gather(rel + 2, fill);
         cp_wait<kStages - 2>();
         __syncthreads();
         write_table(rel + kTables);
@@ -304,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
 
         const int stage = rel % kStages;
         const unsigned char* as = a_ring + stage * G::kABytes;
-        const uint32_t bs = smem_u32(b_buf + (rel & 1) * G::kBBytes);
+        const uint32_t bs = smem_u32(b_buf + (CL ? stage : rel & 1) * G::kBBytes);
         const T* ss = reinterpret_cast<const T*>(sz_ring + stage * G::kSZBytes);
         // Zero points, then group scales, on one word's converted pairs of channels clo / chi (group gi of the chunk).
         auto dequant = [&](auto& lo, auto& hi, int gi) {
@@ -372,7 +414,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 mma_m16n8k16<T>(acc[2 * tp + 1], af[kk][0], af[kk][1], af[kk][2], af[kk][3], b[2], b[3]);
             }
         }
-        if (rel + 1 < c_count) store_gathered(rel + 1, drain);
+        if (!CL && rel + 1 < c_count) store_gathered(rel + 1, drain);
     };
     for (int rel = 0; rel < c_count; rel += 2) {
         step(rel, ga, gb);
@@ -440,19 +482,21 @@ struct LaunchPlan {
     int ntiles;
 };
 
-LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms) {
+/* `max_split`: the largest cluster; `resident`: CTAs per SM (shared memory bound). */
+LaunchPlan plan_of(const trt_woq_linear_params* p, int32_t sm, int sms, int max_split, int resident) {
     LaunchPlan pl{};
     pl.mtiles = static_cast<int>((p->m + BM - 1) / BM);
     pl.ntiles = static_cast<int>((p->n + BN - 1) / BN);
     const int nchunks = static_cast<int>(p->k / KC);
     const int64_t tiles = int64_t(pl.mtiles) * pl.ntiles;
     // Split K (SM90: over a cluster) to fill the SMs: the split with the least work on the busiest SM, counted as
-    // waves of two CTAs per SM (two hide each other's latencies) times chunks per CTA; ties keep the smaller split.
+    // waves of `resident` CTAs per SM (they hide each other's latencies: one CTA's warps alone issue an
+    // instruction every ~5 cycles) times chunks per CTA; ties keep the smaller split.
     int split = 1;
     int64_t best = -1;
-    for (int s = 1; s <= (sm >= 90 ? kMaxSplit : 1); ++s) {
+    for (int s = 1; s <= (sm >= 90 ? max_split : 1); ++s) {
         const int64_t cps = (nchunks + s - 1) / s;
-        const int64_t cost = (tiles * s + 2 * sms - 1) / (2 * sms) * cps;
+        const int64_t cost = (tiles * s + resident * sms - 1) / (resident * sms) * cps;
         if (best < 0 || cost < best) {
             best = cost;
             split = s;
@@ -469,25 +513,38 @@ int device_sms() {
     return sms;
 }
 
-template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER>
-trt_woq_status launch_kernel(const trt_woq_linear_params* p, const LaunchPlan& pl, cudaStream_t stream) {
-    const Args<T> a = {static_cast<const T*>(p->activation), static_cast<const unsigned char*>(p->packed_weight),
+template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL>
+trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, cudaStream_t stream) {
+    const Args<T> a = {x,                                    static_cast<const unsigned char*>(p->packed_weight),
                        static_cast<const T*>(p->scales),     static_cast<const T*>(p->zeros),
                        static_cast<const T*>(p->bias),       static_cast<T*>(p->output),
                        p->conv,                              static_cast<int>(p->m),
                        static_cast<int>(p->n),               static_cast<int>(p->k),
                        GROUPED ? log2_exact(p->group_size) : 0, pl.chunks_per_split,
                        epilogue_of(*p)};
-    auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER>;
-    return launch_in_clusters(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), Geo<BITS>::kSmem,
+    auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER, CL>;
+    constexpr int smem = Geo<BITS, CL>::kSmem;
+    if constexpr (smem > 48 * 1024 || CL) {  // once per kernel (thread-safe static initialisation)
+        static const cudaError_t opt_in = [&] {
+            cudaError_t e = smem > 48 * 1024
+                                ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)
+                                : cudaSuccess;
+            if (e == cudaSuccess && CL && CLUSTER) {
+                e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            }
+            return e;
+        }();
+        if (opt_in != cudaSuccess) return record_cuda_error(opt_in);
+    }
+    return launch_in_clusters(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), smem,
                               CLUSTER ? static_cast<unsigned>(pl.split) : 1u, stream, a);
 }
 
-template <typename T, int BITS>
-trt_woq_status launch_bits(const trt_woq_linear_params* p, const LaunchPlan& pl, cudaStream_t stream) {
+template <typename T, int BITS, bool CL>
+trt_woq_status launch_bits(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, cudaStream_t stream) {
     const bool grouped = p->group_size != -1, zeros = p->zeros != nullptr, cluster = pl.split > 1;
 #define TRT_WOQ_CONV_CASE(G, Z, C) \
-    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C>(p, pl, stream);
+    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C, CL>(p, x, pl, stream);
     TRT_WOQ_CONV_CASE(false, false, false)
     TRT_WOQ_CONV_CASE(false, false, true)
     TRT_WOQ_CONV_CASE(false, true, false)
@@ -500,18 +557,47 @@ trt_woq_status launch_bits(const trt_woq_linear_params* p, const LaunchPlan& pl,
     return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
 }
 
+/* Sizes every variant takes: int32 offsets of a pixel's taps (`reach` elements past its first), a pixel's taps in
+ * its 64-bit mask, grid.y and grid.z. */
+bool shape_ok(const trt_woq_linear_params* p, int64_t reach) {
+    const trt_woq_conv_geometry& g = p->conv;
+    return reach < (int64_t(1) << 31) && int64_t(g.kernel_h) * g.kernel_w <= 64 && p->m < int64_t(65535) * BM &&
+           p->n < int64_t(65535) * BN;
+}
+
+template <bool CL>
+trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cudaStream_t stream) {
+    int dev = 0, major = 0, minor = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    const LaunchPlan pl = CL ? plan_of(p, major * 10 + minor, device_sms(), kMaxSplitCL, 3)
+                             : plan_of(p, major * 10 + minor, device_sms(), kMaxSplit, 2);
+    using H = half;
+    using B = __nv_bfloat16;
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
+        return bf16 ? launch_bits<B, 4, CL>(p, static_cast<const B*>(x), pl, stream)
+                    : launch_bits<H, 4, CL>(p, static_cast<const H*>(x), pl, stream);
+    }
+    return bf16 ? launch_bits<B, 8, CL>(p, static_cast<const B*>(x), pl, stream)
+                : launch_bits<H, 8, CL>(p, static_cast<const H*>(x), pl, stream);
+}
+
 }  // namespace
+
+/* A 1 x 1 kernel's weight is the same matrix in both K orders. */
+bool order_is(const trt_woq_conv_geometry& g, int32_t order) {
+    return g.k_order == order || g.kernel_h * g.kernel_w == 1;
+}
 
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
     const trt_woq_conv_geometry& g = p->conv;
-    // int32 offsets of every tap inside one image; a pixel's taps fit its 64-bit mask; grid.y and grid.z.
+    if (!order_is(g, TRT_WOQ_CONV_K_CIJ) || g.activation_nhwc) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     const int64_t reach = (int64_t(g.in_channels) * g.in_h + int64_t(g.dilation_h) * (g.kernel_h - 1)) * g.in_w +
                           int64_t(g.dilation_w) * (g.kernel_w - 1);
-    if (reach >= (int64_t(1) << 31) || int64_t(g.kernel_h) * g.kernel_w > 64 || p->m >= int64_t(65535) * BM ||
-        p->n >= int64_t(65535) * BN) {
-        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    }
-    return TRT_WOQ_OK;
+    return shape_ok(p, reach) ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
 }
 
 size_t workspace(const trt_woq_linear_params*, int32_t) { return 0; }
@@ -524,20 +610,55 @@ int32_t score(const trt_woq_linear_params* p, int32_t) {
 }
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    int sm = 0, dev = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    int major = 0, minor = 0;
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (err != cudaSuccess) return record_cuda_error(err);
-    sm = major * 10 + minor;
-    const LaunchPlan pl = plan_of(p, sm, device_sms());
-    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
-        return bf16 ? launch_bits<__nv_bfloat16, 4>(p, pl, stream) : launch_bits<half, 4>(p, pl, stream);
-    }
-    return bf16 ? launch_bits<__nv_bfloat16, 8>(p, pl, stream) : launch_bits<half, 8>(p, pl, stream);
+    return launch_variant<false>(p, p->activation, stream);
 }
 
 }  // namespace conv_implicit
+
+namespace conv_implicit_cl {
+
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t) {
+    const trt_woq_conv_geometry& g = p->conv;
+    if (!conv_implicit::order_is(g, TRT_WOQ_CONV_K_IJC)) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    if (g.in_channels % 8 != 0 || int64_t(g.batch) > 65535 || int64_t(g.in_h) * g.in_w > int64_t(65535) * 32) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;  // 16-byte vectors inside one tap; the transpose's grid
+    }
+    const int64_t reach =
+        (int64_t(g.dilation_h) * (g.kernel_h - 1) * g.in_w + int64_t(g.dilation_w) * (g.kernel_w - 1) + 1) *
+        g.in_channels;
+    return conv_implicit::shape_ok(p, reach) ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+}
+
+/* An NCHW activation's channels-last copy. */
+size_t workspace(const trt_woq_linear_params* p, int32_t) {
+    const trt_woq_conv_geometry& g = p->conv;
+    return g.activation_nhwc ? 0 : (size_t(g.batch) * g.in_channels * g.in_h * g.in_w * 2 + 255) / 256 * 256;
+}
+
+/* Where it measured faster than conv_im2col (score 1) and, on 1 x 1 kernels, conv_implicit (python -m
+ * trt_woq.bench_conv times all three, docs/kernels.md): up to 256 output channels unless M >= 1024 with K <= 1024;
+ * beyond 256 channels at M <= 64, or M <= 512 with K <= 4608 (few chunks per CTA: this kernel is latency-bound per
+ * chunk, the im2col path's wgmma GEMM is not). A 1 x 1 conv on an NCHW input goes to conv_implicit, which needs no
+ * transpose. */
+int32_t score(const trt_woq_linear_params* p, int32_t) {
+    const trt_woq_conv_geometry& g = p->conv;
+    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return 0;
+    const bool wins = p->n <= 256 ? !(p->m >= 1024 && p->k <= 1024) : p->m <= 64 || (p->m <= 512 && p->k <= 4608);
+    return wins ? 3 : 0;
+}
+
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    const trt_woq_conv_geometry& g = p->conv;
+    if (g.activation_nhwc) return conv_implicit::launch_variant<true>(p, p->activation, stream);
+    const trt_woq_status s =
+        p->act_type == TRT_WOQ_ACT_BF16
+            ? conv::transpose(static_cast<const __nv_bfloat16*>(p->activation),
+                              static_cast<__nv_bfloat16*>(p->workspace), g.batch, g.in_channels, g.in_h * g.in_w,
+                              stream)
+            : conv::transpose(static_cast<const half*>(p->activation), static_cast<half*>(p->workspace), g.batch,
+                              g.in_channels, g.in_h * g.in_w, stream);
+    return s != TRT_WOQ_OK ? s : conv_implicit::launch_variant<true>(p, p->workspace, stream);
+}
+
+}  // namespace conv_implicit_cl
 }  // namespace trt_woq
