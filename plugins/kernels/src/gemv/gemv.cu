@@ -42,7 +42,7 @@ trt_woq_status device_info(DeviceInfo* out) {
 /* NT = tiles of 8 channels per CTA (XS: per warp); CLUSTER = may split K over a thread-block cluster (SM90); k_parts =
  * places at which a CTA walks its K range at once; XS = the warps share one activation tile (the launcher sizes those
  * CTAs). */
-Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, bool xs, const DeviceInfo& dev) {
+Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, int xs, const DeviceInfo& dev) {
     Plan pl;
     pl.xs = xs;
     pl.k_parts = k_parts;
@@ -52,6 +52,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
     pl.cluster = cluster;
     pl.sms = dev.sms;
+    pl.smem_optin = dev.smem_optin;
     pl.smem_per_warp = pl.stages * stage_bytes(p->weight_format, nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
     // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit. M > 8 with at most one CTA per
@@ -64,14 +65,25 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     return pl;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
+/* Whether a resident-activation CTA (4 warps, the largest cluster split) fits in SM90's per-block shared memory
+ * (227 KB; a query must not need the device, and every SM90 part has this limit). */
+bool resident_fits(const trt_woq_linear_params* p, int nt) {
+    constexpr size_t kSm90SmemOptin = 232448;
+    const int64_t kc = p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 64 : 128;
+    const int64_t cps = ((p->k + kc - 1) / kc + 7) / 8;
+    const size_t part = warp_stage_bytes(p->weight_format, nt, p->group_size != -1, p->group_size != -1 && p->zeros);
+    return resident_smem_bytes(p, p->m > 8 ? 16 : 8, cps) + kMaxWarps / 2 * kStages * part <= kSm90SmemOptin;
+}
+
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8 && XS != kResidentX)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (XS == kResidentX && !resident_fits(p, NT)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indexing inside the kernel; grid.y holds the tiles.
     if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -83,7 +95,7 @@ size_t no_workspace(const trt_woq_linear_params*, int32_t) {
     return 0;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // 4-byte scale/zero pairs are read with cp.async: 4-byte alignment (TensorRT gives 256).
     if ((reinterpret_cast<uintptr_t>(p->scales) | reinterpret_cast<uintptr_t>(p->zeros)) % 4 != 0) {
@@ -128,8 +140,16 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
  *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation CTAs (score 101) where 256-channel
  *                 CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344, M = 8: 109.9 vs
  *                 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they measured slower. */
-template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
+    if (XS == kResidentX) {
+        // INT4, M >= 2 on SM90: 2 tiles per warp where 8-warp CTAs of 4 tiles per warp, split 8 ways, leave SMs
+        // with one CTA (N <= 8192 on 132 SMs), else 4.
+        DeviceInfo dev;
+        if (p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm < 90 || p->m < 2 || device_info(&dev) != TRT_WOQ_OK) return 1;
+        const bool narrow = (p->n + 255) / 256 * 8 < 2 * int64_t{dev.sms};
+        return (NT == 2) == narrow ? 102 : 1;
+    }
     if (XS) {
         DeviceInfo dev;
         const bool wide = device_info(&dev) == TRT_WOQ_OK && (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
@@ -155,9 +175,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
         DeviceInfo dev;
         const bool known = device_info(&dev) == TRT_WOQ_OK;
         const int64_t tiles6 = (p->n + 47) / 48;
-        if (known && tiles6 >= 8 * static_cast<int64_t>(dev.sms)) {
-            want_nt = 6;
-        } else if (known && spreads_as_evenly(tiles6, (p->n + 31) / 32, dev.sms)) {
+        if (known && spreads_as_evenly(tiles6, (p->n + 31) / 32, dev.sms)) {
             want_nt = 6;
             want_kparts = 4;
         } else if (p->k >= 8192) {
@@ -200,19 +218,23 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     {name, XS ? kIntWeightOnlyLinear : kWeightOnlyLinear, gemv::supports<NT, CLUSTER, KPARTS, XS>,               \
      gemv::no_workspace, gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
 const Candidate kGemvCandidates[] = {
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1, gemv::kPrivateX),
     // The same kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4, gemv::kPrivateX),
     // Shared activations: 4 tiles per warp, 4 or 8 warps per CTA reading one activation tile, K over a cluster.
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xs_nt4_cluster", 4, true, 1, true),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xs_nt4_cluster", 4, true, 1, gemv::kRingX),
+    // The same CTAs with the split's activations resident in shared memory (copied once, no barrier per chunk) and
+    // the folded conversion's row sums computed once per CTA.
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 
