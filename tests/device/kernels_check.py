@@ -3,7 +3,7 @@
 Run on a GPU machine from the repository root (tests/device/run_kernels.sh does build + this + sanitizer + bench):
 
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
-        python3 tests/device/kernels_check.py [--quick] [--seed S]
+        python3 tests/device/kernels_check.py [--quick] [--seed S] [--candidates NAME,...]
 
 The converters run through the test library (target trt_woq_kernels_testing) beside the kernels library, or
 $TRT_WOQ_KERNELS_TESTING_PATH.

@@ -125,10 +125,9 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
 
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family's pick scores 5 there).
  * From the candidate sweeps of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md):
- *   M <= 8, INT4: 6 tiles per CTA when there are at least 8 such CTAs per SM (N = 57344: many waves, the fatter CTAs
- *                 win); 6 tiles walked at 4 K places at once (`_kparts4`) when those CTAs spread over the SMs at
- *                 least as evenly as 4 tiles' (N = 6144: 128 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead
- *                 of 320); else 4 tiles, at 4 K places from K = 8192 on;
+ *   M <= 8, INT4: 6 tiles walked at 4 K places at once (`_kparts4`) when those CTAs spread over the SMs at least as
+ *                 evenly as 4 tiles' (N = 6144: 128 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead of 320);
+ *                 else 4 tiles, at 4 K places from K = 8192 on (8192 x 57344, M = 1: 102.2 vs 107.2 us for 6 tiles);
  *   M <= 8, INT8: 2 tiles at 4 K places; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
  *   M > 8, INT8: 8 tiles split over a cluster when N >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles;
  *   M > 8, INT4 on SM90: the GEMM family's pick, except 8 tiles (no cluster) when K >= 8192 and the 64-channel CTAs
@@ -137,22 +136,45 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
  *                 32-channel CTAs do (N = 4096), else 8 (N = 6144) (M = 10, 12: 10.2-10.3 vs 11.0 us, 15.1-15.2 vs
  *                 16.2-16.3 us; the GEMM from M = 14: 11.4 vs 11.2, 16.4 vs 15.9); elsewhere the GEMM's wgmma split-K
  *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672);
- *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation CTAs (score 101) where 256-channel
- *                 CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344, M = 8: 109.9 vs
- *                 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they measured slower. */
+ *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation ring CTAs (score 101) where
+ *                 256-channel CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344,
+ *                 M = 8: 109.9 vs 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they
+ *                 measured slower; the resident-activation CTAs (score 102) as resident_pick() says. */
+/* Whether N is wide enough for the ring CTAs (256 channels each cover 80 % of the SMs or more). */
+bool ring_wide(const trt_woq_linear_params* p, const DeviceInfo& dev) {
+    return (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
+}
+
+/* Tiles per warp of the resident-activation CTAs the dispatch prefers for p (0: none), INT4 on SM90 where N is not
+ * ring-wide. H100, tests/device/sweep_gemv.py, against the fastest per-warp-pipeline candidate in the same run:
+ *   6 <= M <= 8: 2 tiles when K >= 8192 and N <= 8192, else 4 (M = 8: 14336 x 4096 18.7 vs 23.8 us, 28672 x 8192
+ *                65.0 vs 81.1, 8192 x 8192 23.6 vs 25.0, 4096 x 4096 8.9 vs 9.5, 4096 x 6144 11.4 vs 12.3; at M = 4
+ *                the per-warp pipelines were as fast or faster on 4 of 6 shapes);
+ *   9 <= M <= 16: 4 tiles, except where the GEMV's nt8 (K >= 8192, 64-channel CTAs in one wave or >= 6 waves) or
+ *                nt4 / the GEMM (K < 8192 and 32-channel CTAs in one wave: N = 4096) stay. M = 12 / 16 against the
+ *                dispatch's earlier picks (nt8 / the GEMM, timed in the previous call on the same machine): 4096 x 6144
+ *                13.6 / 14.0 vs 15.3 / 16.7 us, 8192 x 10240 34.9 / 36.0 vs 38.4 / 38.6, 14336 x 4096 20.3 vs 25.6
+ *                at M = 12. */
+int resident_pick(const trt_woq_linear_params* p, int32_t sm) {
+    DeviceInfo dev;
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm < 90 || p->m < 6 || device_info(&dev) != TRT_WOQ_OK ||
+        ring_wide(p, dev)) {
+        return 0;
+    }
+    if (p->m <= 8) return p->k >= 8192 && p->n <= 8192 ? 2 : 4;
+    const int64_t tiles8 = (p->n + 63) / 64;
+    const bool one_wave = tiles8 <= dev.sms && 10 * tiles8 >= 9 * int64_t{dev.sms};
+    if (p->k >= 8192 && (one_wave || tiles8 >= 6 * int64_t{dev.sms})) return 0;
+    if (p->k < 8192 && (p->n + 31) / 32 <= dev.sms) return 0;
+    return 4;
+}
+
 template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
-    if (XS == kResidentX) {
-        // INT4, M >= 2 on SM90: 2 tiles per warp where 8-warp CTAs of 4 tiles per warp, split 8 ways, leave SMs
-        // with one CTA (N <= 8192 on 132 SMs), else 4.
-        DeviceInfo dev;
-        if (p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm < 90 || p->m < 2 || device_info(&dev) != TRT_WOQ_OK) return 1;
-        const bool narrow = (p->n + 255) / 256 * 8 < 2 * int64_t{dev.sms};
-        return (NT == 2) == narrow ? 102 : 1;
-    }
+    if (XS == kResidentX) return resident_pick(p, sm) == NT ? 102 : 1;
     if (XS) {
         DeviceInfo dev;
-        const bool wide = device_info(&dev) == TRT_WOQ_OK && (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
+        const bool wide = device_info(&dev) == TRT_WOQ_OK && ring_wide(p, dev);
         return p->weight_format == TRT_WOQ_WEIGHT_INT4 && sm >= 90 && p->m >= 2 && wide ? 101 : 2;
     }
     int want_nt = 4;
@@ -211,7 +233,8 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 // Every entry runs every (bits, activation, group, zeros, bias) combination (the shared-activation one INT8 / INT4
 // only); they differ in channels per CTA and in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
-// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
+// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16), and (2, 16) resident; so the per-warp NT = 2 and NT = 6 serve
+// M <= 8 only. NT = 6 (48 channels)
 // makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
 #define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS, XS)                                                   \

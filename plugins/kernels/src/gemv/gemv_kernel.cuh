@@ -807,7 +807,9 @@ trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_line
 
 /* Resident activations: CTAs of 8 or 4 warps x NT tiles; the (warps, K split over a cluster of at most 8) whose shared
  * memory fits and scores best: the fraction of the SMs' CTA slots the waves fill, times the resident warps per SM up
- * to 16; ties keep fewer splits and 8 warps. UNSUPPORTED_SHAPE when no split fits (resident_fits() refuses those). */
+ * to 16, times 0.9 where a CTA cannot share its SM with another (measured: INT4 14336 x 4096, M = 16, 8 warps, one
+ * CTA per SM 32.6 us; M = 12, 4 warps, two per SM 20.3 us); ties keep fewer splits and 8 warps. UNSUPPORTED_SHAPE when
+ * no split fits (resident_fits() refuses those). */
 template <typename Kernel>
 trt_woq_status plan_resident_x(Kernel kernel, const Plan& plan, const trt_woq_linear_params* p, int nt, int stages,
                                int64_t nchunks, Launch* out) {
@@ -834,7 +836,7 @@ trt_woq_status plan_resident_x(Kernel kernel, const Plan& plan, const trt_woq_li
             const double filled = static_cast<double>(ctas) / static_cast<double>(waves * slots);
             const int64_t per_sm_used = std::min<int64_t>(per_sm, (ctas + plan.sms - 1) / plan.sms);
             const double warps_per_sm = static_cast<double>(per_sm_used * warps);
-            const double score = filled * std::min(1.0, warps_per_sm / 16.0);
+            const double score = filled * std::min(1.0, warps_per_sm / 16.0) * (per_sm >= 2 ? 1.0 : 0.9);
             if (score > best + 1e-9) {
                 best = score;
                 out->nsplit = static_cast<int>(nsplit);
