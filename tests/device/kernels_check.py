@@ -3,7 +3,7 @@
 Run on a GPU machine from the repository root (tests/device/run_kernels.sh does build + this + sanitizer + bench):
 
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
-        python3 tests/device/kernels_check.py [--quick] [--seed S]
+        python3 tests/device/kernels_check.py [--quick] [--seed S] [--candidates NAME,...]
 
 The converters run through the test library (target trt_woq_kernels_testing) beside the kernels library, or
 $TRT_WOQ_KERNELS_TESTING_PATH.
@@ -39,6 +39,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 M_VALUES = (1, 2, 3, 7, 8, 15, 16)
 ALL_CANDIDATES = False  # --all-candidates: also every other family's candidates that accept M <= 16
+ONLY = None  # --candidates: only these GEMV candidates (names) and the dispatch
 
 
 class Tally:
@@ -260,10 +261,11 @@ def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: boo
         tally.check(pr.check_packer(), f"{pr.label()} packer/dequantize_reference agreement")
         probe = pr.params(pr.x)  # sizes only
         cands = [c for c in range(ncand) if lib.supports(c, probe, sm) == K.Status.OK
-                 and (ALL_CANDIDATES or lib.candidate_name(c).startswith("gemv"))]
+                 and (ALL_CANDIDATES or lib.candidate_name(c).startswith("gemv"))
+                 and (ONLY is None or lib.candidate_name(c) in ONLY)]
         chosen = lib.dispatch(probe, sm)
         gemv_expected = m <= 8 or bits == 8 or sm < 90  # INT4, M > 8, SM90: the GEMM family's pick (measured faster)
-        tally.check(bool(cands) and chosen >= 0 and lib.supports(chosen, probe, sm) == K.Status.OK
+        tally.check((bool(cands) or ONLY is not None) and chosen >= 0 and lib.supports(chosen, probe, sm) == K.Status.OK
                     and (lib.candidate_name(chosen).startswith("gemv") or not gemv_expected),
                     f"{pr.label()} dispatch", f"supported {cands}, dispatch {chosen}")
         run_case(lib, pr, cands + [-1], tally)
@@ -322,9 +324,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a subset (for compute-sanitizer)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--all-candidates", action="store_true", help="also run non-GEMV candidates on these problems")
+    ap.add_argument("--candidates", help="comma-separated GEMV candidate names: only these (and the dispatch's pick)")
     args = ap.parse_args()
-    global ALL_CANDIDATES
+    global ALL_CANDIDATES, ONLY
     ALL_CANDIDATES = args.all_candidates
+    ONLY = set(args.candidates.split(",")) if args.candidates else None
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}; {torch.cuda.get_device_name()}; library {K.load().path}", flush=True)
     rng = np.random.default_rng(seed)

@@ -42,7 +42,7 @@ trt_woq_status device_info(DeviceInfo* out) {
 /* NT = tiles of 8 channels per CTA (XS: per warp); CLUSTER = may split K over a thread-block cluster (SM90); k_parts =
  * places at which a CTA walks its K range at once; XS = the warps share one activation tile (the launcher sizes those
  * CTAs). */
-Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, bool xs, const DeviceInfo& dev) {
+Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts, int xs, const DeviceInfo& dev) {
     Plan pl;
     pl.xs = xs;
     pl.k_parts = k_parts;
@@ -52,6 +52,7 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     pl.mt = (nt == 8 || p->m > 8) ? 16 : 8;
     pl.cluster = cluster;
     pl.sms = dev.sms;
+    pl.smem_optin = dev.smem_optin;
     pl.smem_per_warp = pl.stages * stage_bytes(p->weight_format, nt, p->m);
     pl.tiles = (p->n + 8 * nt - 1) / (8 * nt);
     // At most ~110 KB per CTA (two CTAs per H100/A100 SM), within the per-block limit. M > 8 with at most one CTA per
@@ -64,14 +65,25 @@ Plan make_plan(const trt_woq_linear_params* p, int nt, bool cluster, int k_parts
     return pl;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
+/* Whether a resident-activation CTA (4 warps, the largest cluster split) fits in SM90's per-block shared memory
+ * (227 KB; a query must not need the device, and every SM90 part has this limit). */
+bool resident_fits(const trt_woq_linear_params* p, int nt) {
+    constexpr size_t kSm90SmemOptin = 232448;
+    const int64_t kc = p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 64 : 128;
+    const int64_t cps = ((p->k + kc - 1) / kc + 7) / 8;
+    const size_t part = warp_stage_bytes(p->weight_format, nt, p->group_size != -1, p->group_size != -1 && p->zeros);
+    return resident_smem_bytes(p, p->m > 8 ? 16 : 8, cps) + kMaxWarps / 2 * kStages * part <= kSm90SmemOptin;
+}
+
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
     // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8 && XS != kResidentX)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (XS == kResidentX && !resident_fits(p, NT)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     // int indexing inside the kernel; grid.y holds the tiles.
     if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -83,7 +95,7 @@ size_t no_workspace(const trt_woq_linear_params*, int32_t) {
     return 0;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // 4-byte scale/zero pairs are read with cp.async: 4-byte alignment (TensorRT gives 256).
     if ((reinterpret_cast<uintptr_t>(p->scales) | reinterpret_cast<uintptr_t>(p->zeros)) % 4 != 0) {
@@ -113,10 +125,9 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
 
 /* Dispatch preference (the GEMV family scores 91..100 for M <= 16; the GEMM family's pick scores 5 there).
  * From the candidate sweeps of `python -m trt_woq.bench --candidates` on H100 (docs/performance.md):
- *   M <= 8, INT4: 6 tiles per CTA when there are at least 8 such CTAs per SM (N = 57344: many waves, the fatter CTAs
- *                 win); 6 tiles walked at 4 K places at once (`_kparts4`) when those CTAs spread over the SMs at
- *                 least as evenly as 4 tiles' (N = 6144: 128 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead
- *                 of 320); else 4 tiles, at 4 K places from K = 8192 on;
+ *   M <= 8, INT4: 6 tiles walked at 4 K places at once (`_kparts4`) when those CTAs spread over the SMs at least as
+ *                 evenly as 4 tiles' (N = 6144: 128 CTAs instead of 192 on 132 SMs; N = 10240: 214 instead of 320);
+ *                 else 4 tiles, at 4 K places from K = 8192 on (8192 x 57344, M = 1: 102.2 vs 107.2 us for 6 tiles);
  *   M <= 8, INT8: 2 tiles at 4 K places; 4 tiles at 4 K places from K = 16384 on (measured at K = 28672);
  *   M > 8, INT8: 8 tiles split over a cluster when N >= 8192 (fewer tiles than that leave SMs idle), else 4 tiles;
  *   M > 8, INT4 on SM90: the GEMM family's pick, except 8 tiles (no cluster) when K >= 8192 and the 64-channel CTAs
@@ -125,14 +136,45 @@ bool spreads_as_evenly(int64_t a, int64_t b, int64_t sms) {
  *                 32-channel CTAs do (N = 4096), else 8 (N = 6144) (M = 10, 12: 10.2-10.3 vs 11.0 us, 15.1-15.2 vs
  *                 16.2-16.3 us; the GEMM from M = 14: 11.4 vs 11.2, 16.4 vs 15.9); elsewhere the GEMM's wgmma split-K
  *                 kernel measured faster or even (14336 x 4096, 8192 x 10240, 4096 x 28672);
- *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation CTAs (score 101) where 256-channel
- *                 CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344, M = 8: 109.9 vs
- *                 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they measured slower. */
-template <int NT, bool CLUSTER, int KPARTS = 1, bool XS = false>
+ *   2 <= M <= 16, INT4 on SM90 (`tests/device/sweep_gemv.py`): the shared-activation ring CTAs (score 101) where
+ *                 256-channel CTAs cover 80 % of the SMs or more (N = 28672, 57344 on 132 SMs; e.g. 8192 x 57344,
+ *                 M = 8: 109.9 vs 133.3 us, 4096 x 28672, M = 4: 33.8 vs 38.3); at M = 1 and on narrower N they
+ *                 measured slower; the resident-activation CTAs (score 102) as resident_pick() says. */
+/* Whether N is wide enough for the ring CTAs (256 channels each cover 80 % of the SMs or more). */
+bool ring_wide(const trt_woq_linear_params* p, const DeviceInfo& dev) {
+    return (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
+}
+
+/* Tiles per warp of the resident-activation CTAs the dispatch prefers for p (0: none), INT4 on SM90 where N is not
+ * ring-wide. H100, tests/device/sweep_gemv.py, against the fastest per-warp-pipeline candidate in the same run:
+ *   6 <= M <= 8: 2 tiles when K >= 8192 and N <= 8192, else 4 (M = 8: 14336 x 4096 18.7 vs 23.8 us, 28672 x 8192
+ *                65.0 vs 81.1, 8192 x 8192 23.6 vs 25.0, 4096 x 4096 8.9 vs 9.5, 4096 x 6144 11.4 vs 12.3; at M = 4
+ *                the per-warp pipelines were as fast or faster on 4 of 6 shapes);
+ *   9 <= M <= 16: 4 tiles, except where the GEMV's nt8 (K >= 8192, 64-channel CTAs in one wave or >= 6 waves) or
+ *                nt4 / the GEMM (K < 8192 and 32-channel CTAs in one wave: N = 4096) stay. M = 12 / 16 against the
+ *                dispatch's earlier picks (nt8 / the GEMM, timed in the previous call on the same machine): 4096 x 6144
+ *                13.6 / 14.0 vs 15.3 / 16.7 us, 8192 x 10240 34.9 / 36.0 vs 38.4 / 38.6, 14336 x 4096 20.3 vs 25.6
+ *                at M = 12. */
+int resident_pick(const trt_woq_linear_params* p, int32_t sm) {
+    DeviceInfo dev;
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm < 90 || p->m < 6 || device_info(&dev) != TRT_WOQ_OK ||
+        ring_wide(p, dev)) {
+        return 0;
+    }
+    if (p->m <= 8) return p->k >= 8192 && p->n <= 8192 ? 2 : 4;
+    const int64_t tiles8 = (p->n + 63) / 64;
+    const bool one_wave = tiles8 <= dev.sms && 10 * tiles8 >= 9 * int64_t{dev.sms};
+    if (p->k >= 8192 && (one_wave || tiles8 >= 6 * int64_t{dev.sms})) return 0;
+    if (p->k < 8192 && (p->n + 31) / 32 <= dev.sms) return 0;
+    return 4;
+}
+
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
+    if (XS == kResidentX) return resident_pick(p, sm) == NT ? 102 : 1;
     if (XS) {
         DeviceInfo dev;
-        const bool wide = device_info(&dev) == TRT_WOQ_OK && (p->n + 255) / 256 * 10 >= 8 * int64_t{dev.sms};
+        const bool wide = device_info(&dev) == TRT_WOQ_OK && ring_wide(p, dev);
         return p->weight_format == TRT_WOQ_WEIGHT_INT4 && sm >= 90 && p->m >= 2 && wide ? 101 : 2;
     }
     int want_nt = 4;
@@ -155,9 +197,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
         DeviceInfo dev;
         const bool known = device_info(&dev) == TRT_WOQ_OK;
         const int64_t tiles6 = (p->n + 47) / 48;
-        if (known && tiles6 >= 8 * static_cast<int64_t>(dev.sms)) {
-            want_nt = 6;
-        } else if (known && spreads_as_evenly(tiles6, (p->n + 31) / 32, dev.sms)) {
+        if (known && spreads_as_evenly(tiles6, (p->n + 31) / 32, dev.sms)) {
             want_nt = 6;
             want_kparts = 4;
         } else if (p->k >= 8192) {
@@ -193,26 +233,31 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 // Every entry runs every (bits, activation, group, zeros, bias) combination (the shared-activation one INT8 / INT4
 // only); they differ in channels per CTA and in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
-// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16); so NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels)
+// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16), and (2, 16) resident; so the per-warp NT = 2 and NT = 6 serve
+// M <= 8 only. NT = 6 (48 channels)
 // makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
 // slower everywhere in the H100 sweep.)
 #define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS, XS)                                                   \
     {name, XS ? kIntWeightOnlyLinear : kWeightOnlyLinear, gemv::supports<NT, CLUSTER, KPARTS, XS>,               \
      gemv::no_workspace, gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
 const Candidate kGemvCandidates[] = {
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2", 2, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4", 4, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6", 6, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8", 8, false, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_cluster", 2, true, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_cluster", 4, true, 1, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt8_cluster", 8, true, 1, gemv::kPrivateX),
     // The same kernels walking a CTA's K range at 4 places at once (4 DRAM fronts per packed row instead of 1).
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4, false),
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4, false),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt2_kparts4", 2, false, 4, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt4_kparts4", 4, false, 4, gemv::kPrivateX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_nt6_kparts4", 6, false, 4, gemv::kPrivateX),
     // Shared activations: 4 tiles per warp, 4 or 8 warps per CTA reading one activation tile, K over a cluster.
-    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xs_nt4_cluster", 4, true, 1, true),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xs_nt4_cluster", 4, true, 1, gemv::kRingX),
+    // The same CTAs with the split's activations resident in shared memory (copied once, no barrier per chunk) and
+    // the folded conversion's row sums computed once per CTA.
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
+    TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

@@ -20,6 +20,10 @@ constexpr int kMaxWarps = 8;
 constexpr int kStages = 3;    // cp.async pipeline depth (chunks in flight per warp: kStages - 1)
 constexpr int kStagesXs = 4;  // the same for the shared-activation kernels (one barrier per chunk: one stage more)
 
+/* Where a CTA's activations live: each warp's own pipeline, one ring shared by the CTA's warps (a barrier per
+ * chunk), or the CTA's whole K split resident in shared memory (copied once; warps run without barriers). */
+enum XMode { kPrivateX = 0, kRingX = 1, kResidentX = 2 };
+
 /* What the host decides before the launcher (which adds the cluster split from the kernel's occupancy). */
 struct Plan {
     int nt;                // tiles of 8 output channels per warp (xs) or per CTA: 2, 4 or 8
@@ -30,7 +34,8 @@ struct Plan {
     int sms;               // multiprocessors of the device
     int stages;            // kStages
     bool fit;              // fewer warps per CTA (down to half) when that makes every CTA resident at once
-    bool xs;               // shared activations: the warps own different channels and read one activation tile
+    int xs;                // XMode; shared (ring, resident): the warps own different channels and read one tile
+    int smem_optin;        // per-block shared-memory limit of the device, bytes
     size_t smem_per_warp;  // stages x stage_bytes()
     int64_t tiles;         // CTAs along N
 };
@@ -55,6 +60,13 @@ inline size_t warp_stage_bytes(trt_woq_weight_format format, int nt, bool scales
 /* Shared-memory bytes of the activations per stage: m rows of one chunk (128 k for INT4 / FP6, 64 for INT8). */
 inline size_t act_stage_bytes(trt_woq_weight_format format, int64_t m) {
     return static_cast<size_t>(m) * (format == TRT_WOQ_WEIGHT_INT8 ? 64 : 128) * 2;
+}
+
+/* Shared-memory bytes of a resident CTA's activations and folded-conversion row sums (gemv_kernel's layout), for
+ * `cps` chunks of a K split and MT activation rows per tile. */
+inline size_t resident_smem_bytes(const trt_woq_linear_params* p, int mt, int64_t cps) {
+    const bool fold = p->weight_format == TRT_WOQ_WEIGHT_INT4 && (p->group_size == -1 || p->group_size >= 128);
+    return static_cast<size_t>(cps) * (act_stage_bytes(p->weight_format, p->m) + (fold ? mt / 8 * 64 : 0));
 }
 
 /* Shared-memory bytes one warp's pipeline needs per stage (its own activation copy). */

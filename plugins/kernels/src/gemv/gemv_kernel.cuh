@@ -110,6 +110,10 @@ __device__ __forceinline__ uint2 lds64(uint32_t addr) {
     return v;
 }
 
+__device__ __forceinline__ void sts128(uint32_t addr, const float (&v)[4]) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]));
+}
+
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
     uint32_t v;
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
@@ -282,7 +286,7 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
     }
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, bool XS>
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     using P = typename Pair<T>::type;
     // FP6 (layout 2): the 4-bit words sit where layout 1 puts INT4, so FP6 takes INT4's geometry; its 2-bit words
@@ -300,6 +304,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     constexpr int NB = MT / 8;
     constexpr bool FOLD = BITS == 4 && MODE != kFineGroup;  // folded INT4 conversion (mma_pair2)
     constexpr int half_bits = 1 << (BITS - 1);
+    constexpr bool kResident = XS == kResidentX;
 
     extern __shared__ __align__(16) unsigned char smem[];
     const int warps = blockDim.x >> 5;
@@ -328,9 +333,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const uint32_t l_off = z_off + (XS && !(GROUPED && ZEROS) ? 0 : NT * 128);
     const uint32_t part_bytes = l_off + (kFp6 ? NT * 256 : 0);
     const uint32_t x_bytes = m * KC * 2;
-    const uint32_t stage_bytes = XS ? x_bytes + warps * part_bytes : part_bytes + x_bytes;
-    const uint32_t stage0 = smem_addr(smem) + (XS ? 0 : warp * STAGES * stage_bytes);
-    const uint32_t w_in_stage = XS ? x_bytes + warp * part_bytes : 0;
+    // Resident activations (kResident): [the split's activations, chunk i at i x x_bytes | FOLD: the chunks' row sums,
+    // NB x 64 B per chunk | per-warp pipelines of STAGES x part_bytes].
+    const uint32_t slice_bytes = kResident ? a.chunks_per_split * x_bytes : 0;
+    const uint32_t sums_bytes = kResident && FOLD ? a.chunks_per_split * NB * 64 : 0;
+    const uint32_t stage_bytes = kResident ? part_bytes : XS ? x_bytes + warps * part_bytes : part_bytes + x_bytes;
+    const uint32_t stage0 = smem_addr(smem) + (kResident ? slice_bytes + sums_bytes + warp * STAGES * part_bytes
+                                               : XS ? 0 : warp * STAGES * stage_bytes);
+    const uint32_t w_in_stage = XS == kRingX ? x_bytes + warp * part_bytes : 0;
     const uint32_t x_in_stage = XS ? 0 : part_bytes;
     auto w_stage = [&](int stage) -> uint32_t { return stage0 + stage * stage_bytes + w_in_stage; };
     auto x_stage = [&](int stage) -> uint32_t { return stage0 + stage * stage_bytes + x_in_stage; };
@@ -359,6 +369,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     int scol[NT];  // this lane's scale/zero pair column
 #pragma unroll
     for (int j = 0; j < NT; ++j) scol[j] = nvalid[j] ? ((n_base + 8 * j + g) & ~1) : 0;
+    // The CTA's threads copy the m x KC activations of `count` chunks from `chunk` on (x_bytes apart from `dst`),
+    // vector u of row r (k 8u .. 8u + 7) to the slot of lane block u / kVec, vector u % kVec. A lane block lies wholly
+    // inside or past K (K % 64 == 0). One chunk: one pass over m x kRowVec vectors; several: row by row, consecutive
+    // threads on consecutive vectors of the row's K range.
+    constexpr int kRowVec = KC * 2 / 16;
+    auto copy_vec = [&](int r, int ci, int u, int chunk, uint32_t dst) {
+        const int kx = (chunk + ci) * KC + 8 * u;
+        const bool valid = kx < a.k;
+        cp16(dst + ci * x_bytes + act_offset<GB>(r, u / kVec, u % kVec),
+             a.x + static_cast<size_t>(r) * a.k + (valid ? kx : 0), valid);
+    };
+    auto copy_x = [&](int chunk, int count, uint32_t dst) {
+        if (count == 1) {
+            for (int i = threadIdx.x; i < m * kRowVec; i += blockDim.x) {
+                copy_vec(i / kRowVec, 0, i % kRowVec, chunk, dst);
+            }
+            return;
+        }
+        for (int r = 0; r < m; ++r) {
+            for (int v = threadIdx.x; v < count * kRowVec; v += blockDim.x) {
+                copy_vec(r, v / kRowVec, v % kRowVec, chunk, dst);
+            }
+        }
+    };
     auto issue = [&](int chunk, int stage) {
         const uint32_t st = w_stage(stage);
         const uint32_t xst = x_stage(stage);
@@ -372,18 +406,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
 #pragma unroll
             for (int j = 0; j < NT; ++j) cp8(st + l_off + (j * 32 + lane) * 8, lptr[j] + woff / 2, nvalid[j] && kvalid);
         }
-        if constexpr (XS) {
-            // The CTA's threads copy the m x KC activations, vector u of row r (k 8u .. 8u + 7) to the slot of lane
-            // block u / kVec, vector u % kVec. A lane block lies wholly inside or past K (K % 64 == 0).
-            constexpr int kRowVec = KC * 2 / 16;
-            for (int i = threadIdx.x; i < m * kRowVec; i += blockDim.x) {
-                const int r = i / kRowVec;
-                const int u = i % kRowVec;
-                const bool valid = kc0 + 8 * u < a.k;
-                cp16(xst + act_offset<GB>(r, u / kVec, u % kVec), a.x + static_cast<size_t>(r) * a.k + (valid ? kc0 + 8 * u : 0),
-                     valid);
-            }
-        } else {
+        if constexpr (XS == kRingX) {
+            copy_x(chunk, 1, xst);
+        } else if constexpr (XS == kPrivateX) {
             if (g < m) {
                 const T* xs = xrow_a + (kvalid ? kc0 : 0);
 #pragma unroll
@@ -449,6 +474,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const int part_warps = XS ? 1 : warps / a.k_parts;
     const int part_end = XS ? c_end : c_begin + (c_end - c_begin) * (part + 1) / a.k_parts;
     const int first = XS ? c_begin : c_begin + (c_end - c_begin) * part / a.k_parts + warp / a.k_parts;
+    // Rows g (xa) and g + 8 (xb, MT = 16) of lane q's block of the chunk whose activations start at xst (zero past m).
+    auto load_x = [&](uint32_t xst, uint4* xa, uint4* xb) {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+            xa[v] = g < m ? lds128(xst + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
+            xb[v] = (MT == 16 && g + 8 < m) ? lds128(xst + act_offset<GB>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    const uint32_t slice0 = smem_addr(smem);
+    if constexpr (kResident) {  // the split's activations: the oldest copy group of every thread
+        copy_x(c_begin, c_end - c_begin, slice0);
+        cp_commit();
+    }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         const int c = first + s * part_warps;
@@ -457,11 +498,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         }
         cp_commit();
     }
+    if constexpr (kResident) {
+        cp_wait<STAGES - 1>();  // this thread's activation copies have landed (the weights' stay in flight)
+        __syncthreads();
+        if constexpr (FOLD) {
+            // The folded conversion's row sums (mma_corr) once per CTA: warp w takes chunks w, w + warps, ...; lanes
+            // g = 0 store their c0..c3 (rows 2q, 2q + 1) per column tile, which every lane q reads back in the loop.
+            for (int i = warp; i < c_end - c_begin; i += warps) {
+                uint4 xa[kVec];
+                uint4 xb[MT == 16 ? kVec : 1];
+                load_x(slice0 + i * x_bytes, xa, xb);
+                float cr[NB][4] = {};
+                mma_corr<T>(cr[0], xa);
+                if constexpr (NB == 2) mma_corr<T>(cr[1], xb);
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    if (g == 0) sts128(slice0 + slice_bytes + (i * NB + b) * 64 + q * 16, cr[b]);
+                }
+            }
+            __syncthreads();
+        }
+    }
     int stage = 0;
     for (int c = first; c < part_end; c += part_warps) {
         cp_wait<STAGES - 2>();  // this lane's copies of chunk c have landed
-        // XS: every thread's copies of chunk c have landed, and every warp is done with the slot refilled below.
-        if constexpr (XS) __syncthreads();
+        // Ring: every thread's copies of chunk c have landed, and every warp is done with the slot refilled below.
+        if constexpr (XS == kRingX) __syncthreads();
         {
             const int cn = c + (STAGES - 1) * part_warps;
             const int sn = stage == 0 ? STAGES - 1 : stage - 1;  // the slot consumed in the previous iteration
@@ -471,21 +533,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             cp_commit();
         }
         const uint32_t st = w_stage(stage);
-        const uint32_t xst = x_stage(stage);
         uint4 xa[kVec];
         uint4 xb[MT == 16 ? kVec : 1];
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) {
-            xa[v] = g < m ? lds128(xst + act_offset<GB>(g, q, v)) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int v = 0; v < (MT == 16 ? kVec : 1); ++v) {
-            xb[v] = (MT == 16 && g + 8 < m) ? lds128(xst + act_offset<GB>(g + 8, q, v)) : make_uint4(0, 0, 0, 0);
-        }
+        load_x(kResident ? slice0 + (c - c_begin) * x_bytes : x_stage(stage), xa, xb);
         // Folded conversion: the chunk's row sums per column tile, once for all tiles (c0/c1 offsets, c2/c3 plain
-        // sums).
+        // sums); resident activations read the CTA's.
         float corr[NB][4] = {};
-        if constexpr (FOLD) {
+        if constexpr (FOLD && kResident) {
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const uint4 v = lds128(slice0 + slice_bytes + ((c - c_begin) * NB + b) * 64 + q * 16);
+                corr[b][0] = __uint_as_float(v.x);
+                corr[b][1] = __uint_as_float(v.y);
+                corr[b][2] = __uint_as_float(v.z);
+                corr[b][3] = __uint_as_float(v.w);
+            }
+        } else if constexpr (FOLD) {
             mma_corr<T>(corr[0], xa);
             if constexpr (NB == 2) mma_corr<T>(corr[1], xb);
         }
@@ -742,7 +805,56 @@ trt_woq_status plan_shared_x(Kernel kernel, const Plan& plan, const trt_woq_line
     return TRT_WOQ_OK;
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, bool XS>
+/* Resident activations: CTAs of 8 or 4 warps x NT tiles; the (warps, K split over a cluster of at most 8) whose shared
+ * memory fits and scores best: the fraction of the SMs' CTA slots the waves fill, times the resident warps per SM up
+ * to 16, times 0.9 where a CTA cannot share its SM with another (measured: INT4 14336 x 4096, M = 16, 8 warps, one
+ * CTA per SM 32.6 us; M = 12, 4 warps, two per SM 20.3 us); ties keep fewer splits and 8 warps. UNSUPPORTED_SHAPE when
+ * no split fits (resident_fits() refuses those). */
+template <typename Kernel>
+trt_woq_status plan_resident_x(Kernel kernel, const Plan& plan, const trt_woq_linear_params* p, int nt, int stages,
+                               int64_t nchunks, Launch* out) {
+    const size_t part = warp_stage_bytes(p->weight_format, nt, p->group_size != -1, p->group_size != -1 && p->zeros);
+    double best = -1.0;
+    for (int warps = kMaxWarps; warps >= kMaxWarps / 2; warps /= 2) {
+        const int64_t tiles = (p->n + 8 * nt * warps - 1) / (8 * nt * warps);
+        for (int split = 1; split <= 8; ++split) {
+            const int64_t cps = (nchunks + split - 1) / split;
+            const int64_t nsplit = (nchunks + cps - 1) / cps;
+            if (nsplit != split) continue;
+            const size_t smem = resident_smem_bytes(p, plan.mt, cps) + warps * stages * part;
+            if (smem > static_cast<size_t>(plan.smem_optin)) continue;
+            cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(smem));
+            if (err != cudaSuccess) return record_cuda_error(err);
+            int per_sm = 0;
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem);
+            if (err != cudaSuccess) return record_cuda_error(err);
+            if (per_sm == 0) continue;
+            const int64_t slots = static_cast<int64_t>(per_sm) * plan.sms;
+            const int64_t ctas = tiles * nsplit;
+            const int64_t waves = (ctas + slots - 1) / slots;
+            const double filled = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+            const int64_t per_sm_used = std::min<int64_t>(per_sm, (ctas + plan.sms - 1) / plan.sms);
+            const double warps_per_sm = static_cast<double>(per_sm_used * warps);
+            const double score = filled * std::min(1.0, warps_per_sm / 16.0) * (per_sm >= 2 ? 1.0 : 0.9);
+            if (score > best + 1e-9) {
+                best = score;
+                out->nsplit = static_cast<int>(nsplit);
+                out->tiles = tiles;
+                out->warps = warps;
+                out->smem = smem;
+                out->cps = static_cast<int>(cps);
+            }
+        }
+    }
+    if (best < 0.0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    // The last attribute set belongs to the last configuration tried: set the chosen one's.
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(out->smem));
+    return err == cudaSuccess ? TRT_WOQ_OK : record_cuda_error(err);
+}
+
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
 trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
     Args<T> a;
     a.x = static_cast<const T*>(p->activation);
@@ -761,8 +873,9 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
     Launch l;
-    const trt_woq_status s = XS ? plan_shared_x(kernel, plan, p, NT, STAGES, nchunks, &l)
-                                : plan_warp_private(kernel, plan, nchunks, &l);
+    const trt_woq_status s = XS == kResidentX ? plan_resident_x(kernel, plan, p, NT, STAGES, nchunks, &l)
+                             : XS == kRingX    ? plan_shared_x(kernel, plan, p, NT, STAGES, nchunks, &l)
+                                               : plan_warp_private(kernel, plan, nchunks, &l);
     if (s != TRT_WOQ_OK) return s;
     a.k_parts = XS ? 1 : std::min(plan.k_parts, l.warps);
     if (!XS) {
@@ -779,17 +892,26 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
 template <typename T, int BITS, int MODE, bool ZEROS>
 trt_woq_status launch_nt(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
     if constexpr (BITS != 6) {  // no FP6 candidate shares activations
-        if (plan.xs) {
-            return plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStagesXs, true>(plan, p, stream)
-                                : launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStagesXs, true>(plan, p, stream);
+        if (plan.xs == kRingX) {
+            return plan.mt == 8 ? launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStagesXs, kRingX>(plan, p, stream)
+                                : launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStagesXs, kRingX>(plan, p, stream);
+        }
+        if (plan.xs == kResidentX) {  // per-warp pipelines: kStages
+            switch (plan.nt * 100 + plan.mt) {
+                case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages, kResidentX>(plan, p, stream);
+                case 216: return launch_kernel<T, BITS, MODE, ZEROS, 2, 16, kStages, kResidentX>(plan, p, stream);
+                case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages, kResidentX>(plan, p, stream);
+                case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages, kResidentX>(plan, p, stream);
+                default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+            }
         }
     }
     switch (plan.nt * 100 + plan.mt) {
-        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages, false>(plan, p, stream);
-        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages, false>(plan, p, stream);
-        case 608: return launch_kernel<T, BITS, MODE, ZEROS, 6, 8, kStages, false>(plan, p, stream);
-        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages, false>(plan, p, stream);
-        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages, false>(plan, p, stream);
+        case 208: return launch_kernel<T, BITS, MODE, ZEROS, 2, 8, kStages, kPrivateX>(plan, p, stream);
+        case 408: return launch_kernel<T, BITS, MODE, ZEROS, 4, 8, kStages, kPrivateX>(plan, p, stream);
+        case 608: return launch_kernel<T, BITS, MODE, ZEROS, 6, 8, kStages, kPrivateX>(plan, p, stream);
+        case 416: return launch_kernel<T, BITS, MODE, ZEROS, 4, 16, kStages, kPrivateX>(plan, p, stream);
+        case 816: return launch_kernel<T, BITS, MODE, ZEROS, 8, 16, kStages, kPrivateX>(plan, p, stream);
         default: return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
 }
