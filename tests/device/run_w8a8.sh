@@ -64,9 +64,10 @@ for step in $STEPS; do
     share)
       run_step python3 tests/device/w8a8_check.py --quantize-share $SHAPES 2>&1 | tee "$OUT/share.log" || status=1 ;;
     bench)
-      tiles=w8a8_pc@w8a8_ws_256x128,w8a8_pc@w8a8_ws_128x128,w8a8_pc@w8a8_wsl_128x256,w8a8_pc@w8a8_wsl_64x512
+      tiles=w8a8_pc@w8a8_ws_128x128,w8a8_pc@w8a8_wsl_128x256
+      for c in 1x1 2x1 1x2 2x2; do tiles+=,w8a8_pc@w8a8_wsc_128x256_$c; done
       run_step python3 -m trt_woq.bench ${W8A8_BENCH_ARGS:---m 16,128,256,333,512,768,1024,2048,4096 --shapes $SHAPES \
-        --replays 10 --methods cublas_fp16,w8a8_pc,torch_int_mm,torch_int_mm_quant,$tiles,w8a8_pc@w8a8_wsl_128x256_c2} \
+        --replays 10 --methods cublas_fp16,w8a8_pc,torch_int_mm,torch_int_mm_quant,$tiles} \
         --json "$OUT/bench.json" 2>&1 |
         tee "$OUT/bench.log" | grep -E "W8A8|device|Error|Traceback" || status=1 ;;
     *) echo "unknown step $step"; status=1 ;;

@@ -391,28 +391,31 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
 
     const T* bias = static_cast<const T*>(args.bias);
     T* c = static_cast<T*>(args.c);
+    visit_epilogue(args.act, [&](auto kind) {
+        constexpr int EPI = decltype(kind)::value;
 #pragma unroll
-    for (int j = 0; j < kNJ; ++j) {
-        const int n = n0 + wn * kWN + j * 8 + (lane % 4) * 2;
-        if (n >= args.n) continue;  // N is even: n < N implies n + 1 < N
-        const float b0 = bias ? to_float(bias[n]) : 0.f, b1 = bias ? to_float(bias[n + 1]) : 0.f;
+        for (int j = 0; j < kNJ; ++j) {
+            const int n = n0 + wn * kWN + j * 8 + (lane % 4) * 2;
+            if (n >= args.n) continue;  // N is even: n < N implies n + 1 < N
+            const float b0 = bias ? to_float(bias[n]) : 0.f, b1 = bias ? to_float(bias[n + 1]) : 0.f;
 #pragma unroll
-        for (int i = 0; i < kMI; ++i)
+            for (int i = 0; i < kMI; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = m0 + wm * kWM + i * 16 + lane / 4 + 8 * h;
-                if (m >= args.m) continue;
-                T pair[2];
-                const float y0 = apply_epilogue(out[i][j][2 * h] + b0, args.act);
-                const float y1 = apply_epilogue(out[i][j][2 * h + 1] + b1, args.act);
-                if constexpr (std::is_same<T, half>::value) {
-                    *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y0, y1);
-                } else {
-                    *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y0, y1);
+                for (int h = 0; h < 2; ++h) {
+                    const int m = m0 + wm * kWM + i * 16 + lane / 4 + 8 * h;
+                    if (m >= args.m) continue;
+                    T pair[2];
+                    const float y0 = apply_epilogue_kind<EPI>(out[i][j][2 * h] + b0, args.act);
+                    const float y1 = apply_epilogue_kind<EPI>(out[i][j][2 * h + 1] + b1, args.act);
+                    if constexpr (std::is_same<T, half>::value) {
+                        *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y0, y1);
+                    } else {
+                        *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y0, y1);
+                    }
+                    *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
                 }
-                *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
-            }
-    }
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -510,7 +513,7 @@ struct WgArgs {
 
 // Dequantizes channels n, n + 1 of token m from their INT32 sums c0, c1 and stores them with the bias. The product
 // is C' = C + 128 * sum a (B holds U = q + 128), so `zero_sum` = 128 times the row's code sum comes off first.
-template <typename T, bool ASYM>
+template <typename T, bool ASYM, int EPI>
 __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, int c0, int c1, float sa, float oa,
                                              int zero_sum) {
     const T* sw = static_cast<const T*>(args.scales);
@@ -523,7 +526,7 @@ __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, 
         y[e] = sa * (s * (float)(c[e] - zero_sum));
         if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
         if (bias) y[e] += to_float(bias[n + e]);
-        y[e] = apply_epilogue(y[e], args.act);
+        y[e] = apply_epilogue_kind<EPI>(y[e], args.act);
     }
     T pair[2];
     if constexpr (std::is_same<T, half>::value) {
@@ -538,7 +541,7 @@ __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, 
 // g = lane / 4 within its warp's 16) and column 8j + 2 (lane % 4) + e. A column is channel n0 + column, or with
 // LINES (the packed-line operand, gemm_s8_ws) line n0 / 2 + column, whose channels 2 column and 2 column + 1 are in
 // acc[...] and acc[4 NJ + ...] (the even and the odd channels' products).
-template <int NJ, bool LINES, typename T, bool ASYM>
+template <int NJ, bool LINES, typename T, bool ASYM, int EPI>
 __device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& args, int row, int n0, int lane) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -554,11 +557,12 @@ __device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& arg
                 for (int e = 0; e < 2; ++e) {
                     const int n = n0 + 2 * (col + e);
                     if (n < args.n)  // N is even
-                        dequant_pair<T, ASYM>(args, m, n, acc[4 * j + 2 * h + e], acc[4 * NJ + 4 * j + 2 * h + e], sa,
-                                              oa, zero_sum);
+                        dequant_pair<T, ASYM, EPI>(args, m, n, acc[4 * j + 2 * h + e], acc[4 * NJ + 4 * j + 2 * h + e],
+                                                   sa, oa, zero_sum);
                 }
             } else if (n0 + col < args.n) {
-                dequant_pair<T, ASYM>(args, m, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], sa, oa, zero_sum);
+                dequant_pair<T, ASYM, EPI>(args, m, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], sa, oa,
+                                           zero_sum);
             }
         }
     }
@@ -567,7 +571,7 @@ __device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& arg
 // The same store (LINES) for the lean warp-specialized variant: a lane's 4 consecutive channels
 // n0 + 16 j + 4 (lane % 4) + 0..3 (the even and odd products of its lines col, col + 1), their scales, weight sums
 // and bias read once for both tokens, and one 8-byte store per token when N % 4 == 0 (else two 4-byte ones).
-template <int NJ, typename T, bool ASYM>
+template <int NJ, typename T, bool ASYM, int EPI>
 __device__ __forceinline__ void dequant_store_quads(const int* acc, const EpiArgs& args, int row, int n0, int lane) {
     const T* sw = static_cast<const T*>(args.scales);
     const T* bias = static_cast<const T*>(args.bias);
@@ -606,7 +610,7 @@ __device__ __forceinline__ void dequant_store_quads(const int* acc, const EpiArg
                 y[e] = sa[h] * (s[e] * (float)(c[e] - zero_sum[h]));
                 if (ASYM) y[e] += oa[h] * corr[e];
                 if (bias) y[e] += b[e];
-                y[e] = apply_epilogue(y[e], args.act);
+                y[e] = apply_epilogue_kind<EPI>(y[e], args.act);
             }
             uint32_t w[2];
 #pragma unroll
@@ -695,7 +699,10 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
     gemm::wgmma_wait<0>();
     cp_async_wait<0>();
 
-    dequant_store<BN / 8, false, T, ASYM>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4, n0, lane);
+    visit_epilogue(args.epi.act, [&](auto kind) {
+        dequant_store<BN / 8, false, T, ASYM, decltype(kind)::value>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4,
+                                                                     n0, lane);
+    });
 #else
     __trap();  // built without sm_90a: wgmma_supports() never selects this kernel on such a device
 #endif
@@ -973,14 +980,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                     for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * 256);
             }
         }
+        visit_epilogue(args.epi.act, [&](auto kind) {
+            constexpr int EPI = decltype(kind)::value;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            const int row = q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4, n0 = q.n0 + wn * BNW;
-            if constexpr (LEAN)
-                dequant_store_quads<BNW / 16, T, ASYM>(acc[mt], args.epi, row, n0, lane);
-            else
-                dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM>(acc[mt], args.epi, row, n0, lane);
-        }
+            for (int mt = 0; mt < MT; ++mt) {
+                const int row = q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4, n0 = q.n0 + wn * BNW;
+                if constexpr (LEAN)
+                    dequant_store_quads<BNW / 16, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
+                else
+                    dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
+            }
+        });
     }
 #else
     __trap();  // built without sm_90a: gemm_supports() never selects this kernel on such a device
