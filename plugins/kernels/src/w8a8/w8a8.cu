@@ -1327,19 +1327,18 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// SM90 with per-channel weights: the warp-specialized kernel on packed lines, 128 x 256 (fastest from M = 128 on,
-// docs/kernels_w8a8.md), except where its grid is at most 64 tiles and M <= 128 or K <= 4096: there the split slices
-// are short or few, and 128 x 128 tiles on 64-byte rows measured faster (4096 x 4096 at M <= 512, N = 4096 at
-// M = 128). Elsewhere mma.sync, the 128 x 128 tile when its grid fills the GPU's 132 SMs (H100) at least once, the
-// 64 x 128 tile otherwise. The other tiles stay usable by id (the clustered one measured at most 3.3 % faster
-// than the unclustered tile, and up to 26 % slower).
+// SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
+// (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
+// under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
+// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Elsewhere mma.sync, the 128 x 128 tile when
+// its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWs128x128 = 7, kWsl128x256 = 9;
-    const bool small = ctas(p, kTiles[kWsl128x256]) <= 64 && (p->m <= 128 || p->k <= 4096);
-    return small ? kWs128x128 : kWsl128x256;
+    constexpr int kWs128x128 = 7, kWsc128x256 = 12;
+    const bool small = ctas(p, kTiles[kWsc128x256]) < 64 && (p->m <= 128 || p->k <= 4096);
+    return small ? kWs128x128 : kWsc128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
