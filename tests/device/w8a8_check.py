@@ -1,7 +1,7 @@
 """Device test of the W8A8 kernels (act_mode W8A8_DYNAMIC) through the public C ABI.
 
     TRT_WOQ_KERNELS_PATH=build/plugins/kernels/libtrt_woq_kernels.so PYTHONPATH=python:. \\
-        python3 tests/device/w8a8_check.py [--seed S]
+        python3 tests/device/w8a8_check.py [--seed S] [--quick]
 
 1. Quantize step, bit for bit: the codes (in layout 1's k order), scales, offsets and code sums the kernel leaves in its
    workspace equal graph_passes.quantizers.activations' (float32 steps) for every row.
@@ -10,12 +10,17 @@
    and the offset correction in float64), plus 333 and 1000 at K = 4096; N not a multiple of the tiles (70, 130,
    258), K of 3 to 64 K tiles (192, 384, 1088, 1152, 4096; the wgmma candidates take K % 128 == 0, so every
    warp-specialized tile there runs K-split slices); and 512 x 4610 per channel at M = 17 / 127 / 333 / 1000,
-   where the warp-specialized tiles fill whole waves and split only the last one; group
+   where the warp-specialized tiles fill whole waves and split only the last one; per channel, 4096 x 516 (N % 4 == 0:
+   the 8-byte stores of the lean tiles), 6144 x 130 and 17408 x 70 (the quantize kernel's rows held in registers,
+   two chunks per thread, and rows read twice); group
    sizes -1/32/64/128/256 where they divide K; symmetric and asymmetric activations; bias on/off; FP16 and BF16.
    Fresh random data each run (seed printed): weights quantized and packed by graph_passes, activations with a
    different magnitude per row and a few outlier channels. Outputs poisoned with NaN before each launch. Pass when
    the normwise relative error is below the output type's tolerance and the largest error below 4x that of max|Y|.
 3. Refusals: zero points (asymmetric weights) come back UNSUPPORTED_OPTION.
+
+`--quick`: per-channel weights and one grouped shape only, fewer M (every candidate, both offsets modes, FP16 and BF16,
+every fused activation on one shape).
 
 Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
 
@@ -194,6 +199,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--quantize-share", metavar="KxN,...", help="time the quantize kernel's share instead (above)")
+    ap.add_argument("--quick", action="store_true", help="the reduced grid above")
     args = ap.parse_args()
     if args.quantize_share:
         quantize_share(K.load(), [tuple(int(v) for v in s.split("x")) for s in args.quantize_share.split(",")])
@@ -207,9 +213,13 @@ def main() -> int:
     print("candidates:", ", ".join(lib.candidate_name(i) for i in w8a8), flush=True)
     tally = Tally()
     m_grid, groups = (1, 5, 16, 17, 33, 127, 130, 257), (-1, 32, 64, 128, 256)
-    shapes = (((192, 70), m_grid, groups), ((384, 258), m_grid, groups), ((1088, 130), m_grid, groups),
-              ((1152, 70), m_grid, groups), ((4096, 258), m_grid + (333, 1000), groups),
-              ((512, 4610), (17, 127, 333, 1000), (-1,)))
+    per_channel = (((4096, 516), (17, 127, 333, 1000), (-1,)), ((6144, 130), (17, 127), (-1,)),
+                   ((17408, 70), (17, 33), (-1,)), ((512, 4610), (17, 127, 333, 1000), (-1,)))
+    if args.quick:
+        shapes = (((1088, 130), (5, 33), (-1, 64)), ((4096, 258), (16, 17, 127, 333, 1000), (-1,))) + per_channel
+    else:
+        shapes = (((192, 70), m_grid, groups), ((384, 258), m_grid, groups), ((1088, 130), m_grid, groups),
+                  ((1152, 70), m_grid, groups), ((4096, 258), m_grid + (333, 1000), groups)) + per_channel
     for (k, n), ms, gs in shapes:
         for group in gs:
             if group != -1 and k % group:
@@ -221,7 +231,7 @@ def main() -> int:
                         run_case(lib, Problem(m, k, n, group, act, asym, bias, rng), candidates, tally)
     # every fused activation on every candidate: small-M path, odd M, per channel and grouped, both offsets modes
     for ep in EPILOGUES:
-        for (k, n), group, asym in (((4096, 258), -1, False), ((1088, 130), 64, True)):
+        for (k, n), group, asym in (((4096, 258), -1, False), ((1088, 130), 64, True))[:1 if args.quick else 2]:
             for m in (5, 127, 333):
                 for act in ("fp16", "bf16"):
                     run_case(lib, Problem(m, k, n, group, act, asym, True, rng, ep), candidates, tally)

@@ -6,6 +6,8 @@
 #ifndef TRT_WOQ_EPILOGUE_CUH
 #define TRT_WOQ_EPILOGUE_CUH
 
+#include <type_traits>
+
 #include "trt_woq/kernels.h"
 
 namespace trt_woq {
@@ -24,16 +26,37 @@ inline Epilogue epilogue_of(const trt_woq_linear_params& p) {
     return e;
 }
 
-__device__ __forceinline__ float apply_epilogue(float v, const Epilogue& e) {
+// The activation of one kind, chosen at compile time.
+template <int KIND>
+__device__ __forceinline__ float apply_epilogue_kind(float v, const Epilogue& e) {
+    if constexpr (KIND == TRT_WOQ_EPILOGUE_RELU) return fmaxf(v, 0.f);
+    if constexpr (KIND == TRT_WOQ_EPILOGUE_CLIP) return fminf(fmaxf(v, e.clip_min), e.clip_max);
+    if constexpr (KIND == TRT_WOQ_EPILOGUE_SILU) return v / (1.f + expf(-v));  // -v large: v / inf = -0
+    if constexpr (KIND == TRT_WOQ_EPILOGUE_GELU_ERF) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    if constexpr (KIND == TRT_WOQ_EPILOGUE_GELU_TANH)
+        return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    return v;
+}
+
+// Calls f(std::integral_constant<int, kind>{}) for e's kind. A store path unrolled over many outputs takes its
+// activation this way, once outside the unrolled code: a switch per output inlines every activation at every output,
+// code that overflows the instruction cache.
+template <typename F>
+__device__ __forceinline__ void visit_epilogue(const Epilogue& e, F&& f) {
     switch (e.kind) {
-        case TRT_WOQ_EPILOGUE_RELU: return fmaxf(v, 0.f);
-        case TRT_WOQ_EPILOGUE_CLIP: return fminf(fmaxf(v, e.clip_min), e.clip_max);
-        case TRT_WOQ_EPILOGUE_SILU: return v / (1.f + expf(-v));  // -v large: v / inf = -0
-        case TRT_WOQ_EPILOGUE_GELU_ERF: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-        case TRT_WOQ_EPILOGUE_GELU_TANH:
-            return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-        default: return v;
+        case TRT_WOQ_EPILOGUE_RELU: f(std::integral_constant<int, TRT_WOQ_EPILOGUE_RELU>{}); break;
+        case TRT_WOQ_EPILOGUE_CLIP: f(std::integral_constant<int, TRT_WOQ_EPILOGUE_CLIP>{}); break;
+        case TRT_WOQ_EPILOGUE_SILU: f(std::integral_constant<int, TRT_WOQ_EPILOGUE_SILU>{}); break;
+        case TRT_WOQ_EPILOGUE_GELU_ERF: f(std::integral_constant<int, TRT_WOQ_EPILOGUE_GELU_ERF>{}); break;
+        case TRT_WOQ_EPILOGUE_GELU_TANH: f(std::integral_constant<int, TRT_WOQ_EPILOGUE_GELU_TANH>{}); break;
+        default: f(std::integral_constant<int, TRT_WOQ_EPILOGUE_NONE>{});
     }
+}
+
+__device__ __forceinline__ float apply_epilogue(float v, const Epilogue& e) {
+    float y = v;
+    visit_epilogue(e, [&](auto kind) { y = apply_epilogue_kind<decltype(kind)::value>(v, e); });
+    return y;
 }
 
 }  // namespace trt_woq

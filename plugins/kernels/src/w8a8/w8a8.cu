@@ -22,6 +22,7 @@
 #include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
 
 #include <algorithm>
+#include <atomic>
 
 #include "../candidates.h"
 #include "../epilogue.cuh"
@@ -47,10 +48,9 @@ constexpr int kStages = 4;
 // writes their codes in the block's position order: position j holds k = kPerm16[j]. The GEMM then multiplies code
 // bytes position by position, in the same order as the weight bytes, and group boundaries (multiples of 32) stay put.
 
+// 16 values from their two 16-byte words.
 template <typename T>
-__device__ __forceinline__ void load16(const T* src, float (&v)[16]) {
-    const uint4* p = reinterpret_cast<const uint4*>(src);
-    uint4 w[2] = {p[0], p[1]};
+__device__ __forceinline__ void convert16(const uint4 (&w)[2], float (&v)[16]) {
     const uint32_t* u = reinterpret_cast<const uint32_t*>(w);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -63,6 +63,13 @@ __device__ __forceinline__ void load16(const T* src, float (&v)[16]) {
         v[2 * i] = f.x;
         v[2 * i + 1] = f.y;
     }
+}
+
+template <typename T>
+__device__ __forceinline__ void load16(const T* src, float (&v)[16]) {
+    const uint4* p = reinterpret_cast<const uint4*>(src);
+    const uint4 w[2] = {p[0], p[1]};
+    convert16<T>(w, v);
 }
 
 template <bool ASYM>
@@ -108,12 +115,21 @@ __device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o,
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The lean warp-specialized GEMM's tail-split counters, zeroed by the first CTA of the quantize kernel that runs
+// before it on the stream (no memset node of their own).
+__device__ __forceinline__ void zero_flags(unsigned* zero, int zero_count) {
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < zero_count; i += kQThreads) zero[i] = 0u;
+}
+
 // Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
 // lanes.
 template <typename T, bool ASYM>
 __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict__ x, int8_t* __restrict__ q,
                                                              float* __restrict__ scales, float* __restrict__ offsets,
-                                                             int* __restrict__ sums, int k, int block) {
+                                                             int* __restrict__ sums, int k, int block,
+                                                             unsigned* zero, int zero_count) {
+    zero_flags(zero, zero_count);
     const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
     const T* xr = x + (size_t)row * k;
     for (int base = 0; base < chunks; base += kQThreads) {
@@ -142,22 +158,48 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
     }
 }
 
-// One block per row (per-channel weights, other K): a CTA reduction, then a second read of the row (from L1/L2).
-template <typename T, bool ASYM>
+// One block per row (per-channel weights, other K): a CTA reduction, then the codes. HELD > 0: the row fits in
+// HELD chunks per thread (K <= HELD * 16 * kQThreads), whose words stay in registers, all loads in flight at once: X
+// is read once. HELD = 0: longer rows are read a second time (from L1/L2) to quantize them.
+template <typename T, bool ASYM, int HELD>
 __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__ x, int8_t* __restrict__ q,
                                                            float* __restrict__ scales, float* __restrict__ offsets,
-                                                           int* __restrict__ sums, int k) {
+                                                           int* __restrict__ sums, int k, unsigned* zero,
+                                                           int zero_count) {
+    zero_flags(zero, zero_count);
     __shared__ float red[2][kQThreads / 32];
     __shared__ int red_sum[kQThreads / 32];
     const int row = blockIdx.x, chunks = k / 16, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const T* xr = x + (size_t)row * k;
     Range<ASYM> r;
     r.init();
-    for (int c = threadIdx.x; c < chunks; c += kQThreads) {
-        float v[16];
-        load16(xr + c * 16, v);
+    uint4 held[HELD > 0 ? HELD : 1][2];
+    if constexpr (HELD > 0) {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) r.add(v[j]);
+        for (int i = 0; i < HELD; ++i) {
+            const int c = threadIdx.x + i * kQThreads;
+            if (c < chunks) {
+                const uint4* src = reinterpret_cast<const uint4*>(xr + c * 16);
+                held[i][0] = src[0];
+                held[i][1] = src[1];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < HELD; ++i) {
+            if (threadIdx.x + i * kQThreads < chunks) {
+                float v[16];
+                convert16<T>(held[i], v);
+#pragma unroll
+                for (int j = 0; j < 16; ++j) r.add(v[j]);
+            }
+        }
+    } else {
+        for (int c = threadIdx.x; c < chunks; c += kQThreads) {
+            float v[16];
+            load16(xr + c * 16, v);
+#pragma unroll
+            for (int j = 0; j < 16; ++j) r.add(v[j]);
+        }
     }
     r.shfl_xor(32);
     if (lane == 0) {
@@ -170,10 +212,22 @@ __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__
     float s, o;
     r.params(s, o);
     int sum = 0;
-    for (int c = threadIdx.x; c < chunks; c += kQThreads) {
-        float v[16];
-        load16(xr + c * 16, v);
-        *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
+    if constexpr (HELD > 0) {
+#pragma unroll
+        for (int i = 0; i < HELD; ++i) {
+            const int c = threadIdx.x + i * kQThreads;
+            if (c < chunks) {
+                float v[16];
+                convert16<T>(held[i], v);
+                *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
+            }
+        }
+    } else {
+        for (int c = threadIdx.x; c < chunks; c += kQThreads) {
+            float v[16];
+            load16(xr + c * 16, v);
+            *reinterpret_cast<uint4*>(q + (size_t)row * k + c * 16) = codes16<ASYM>(v, s, o, sum);
+        }
     }
     for (int d = 1; d < 32; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
     if (lane == 0) red_sum[warp] = sum;
@@ -337,28 +391,31 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) gemm_s8(const GemmArgs
 
     const T* bias = static_cast<const T*>(args.bias);
     T* c = static_cast<T*>(args.c);
+    visit_epilogue(args.act, [&](auto kind) {
+        constexpr int EPI = decltype(kind)::value;
 #pragma unroll
-    for (int j = 0; j < kNJ; ++j) {
-        const int n = n0 + wn * kWN + j * 8 + (lane % 4) * 2;
-        if (n >= args.n) continue;  // N is even: n < N implies n + 1 < N
-        const float b0 = bias ? to_float(bias[n]) : 0.f, b1 = bias ? to_float(bias[n + 1]) : 0.f;
+        for (int j = 0; j < kNJ; ++j) {
+            const int n = n0 + wn * kWN + j * 8 + (lane % 4) * 2;
+            if (n >= args.n) continue;  // N is even: n < N implies n + 1 < N
+            const float b0 = bias ? to_float(bias[n]) : 0.f, b1 = bias ? to_float(bias[n + 1]) : 0.f;
 #pragma unroll
-        for (int i = 0; i < kMI; ++i)
+            for (int i = 0; i < kMI; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = m0 + wm * kWM + i * 16 + lane / 4 + 8 * h;
-                if (m >= args.m) continue;
-                T pair[2];
-                const float y0 = apply_epilogue(out[i][j][2 * h] + b0, args.act);
-                const float y1 = apply_epilogue(out[i][j][2 * h + 1] + b1, args.act);
-                if constexpr (std::is_same<T, half>::value) {
-                    *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y0, y1);
-                } else {
-                    *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y0, y1);
+                for (int h = 0; h < 2; ++h) {
+                    const int m = m0 + wm * kWM + i * 16 + lane / 4 + 8 * h;
+                    if (m >= args.m) continue;
+                    T pair[2];
+                    const float y0 = apply_epilogue_kind<EPI>(out[i][j][2 * h] + b0, args.act);
+                    const float y1 = apply_epilogue_kind<EPI>(out[i][j][2 * h + 1] + b1, args.act);
+                    if constexpr (std::is_same<T, half>::value) {
+                        *reinterpret_cast<half2*>(pair) = __floats2half2_rn(y0, y1);
+                    } else {
+                        *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(y0, y1);
+                    }
+                    *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
                 }
-                *reinterpret_cast<uint32_t*>(c + (size_t)m * args.n + n) = *reinterpret_cast<uint32_t*>(pair);
-            }
-    }
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -456,7 +513,7 @@ struct WgArgs {
 
 // Dequantizes channels n, n + 1 of token m from their INT32 sums c0, c1 and stores them with the bias. The product
 // is C' = C + 128 * sum a (B holds U = q + 128), so `zero_sum` = 128 times the row's code sum comes off first.
-template <typename T, bool ASYM>
+template <typename T, bool ASYM, int EPI>
 __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, int c0, int c1, float sa, float oa,
                                              int zero_sum) {
     const T* sw = static_cast<const T*>(args.scales);
@@ -469,7 +526,7 @@ __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, 
         y[e] = sa * (s * (float)(c[e] - zero_sum));
         if (ASYM) y[e] += oa * ((float)args.weight_sums[n + e] * s);
         if (bias) y[e] += to_float(bias[n + e]);
-        y[e] = apply_epilogue(y[e], args.act);
+        y[e] = apply_epilogue_kind<EPI>(y[e], args.act);
     }
     T pair[2];
     if constexpr (std::is_same<T, half>::value) {
@@ -484,7 +541,7 @@ __device__ __forceinline__ void dequant_pair(const EpiArgs& args, int m, int n, 
 // g = lane / 4 within its warp's 16) and column 8j + 2 (lane % 4) + e. A column is channel n0 + column, or with
 // LINES (the packed-line operand, gemm_s8_ws) line n0 / 2 + column, whose channels 2 column and 2 column + 1 are in
 // acc[...] and acc[4 NJ + ...] (the even and the odd channels' products).
-template <int NJ, bool LINES, typename T, bool ASYM>
+template <int NJ, bool LINES, typename T, bool ASYM, int EPI>
 __device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& args, int row, int n0, int lane) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -500,11 +557,78 @@ __device__ __forceinline__ void dequant_store(const int* acc, const EpiArgs& arg
                 for (int e = 0; e < 2; ++e) {
                     const int n = n0 + 2 * (col + e);
                     if (n < args.n)  // N is even
-                        dequant_pair<T, ASYM>(args, m, n, acc[4 * j + 2 * h + e], acc[4 * NJ + 4 * j + 2 * h + e], sa,
-                                              oa, zero_sum);
+                        dequant_pair<T, ASYM, EPI>(args, m, n, acc[4 * j + 2 * h + e], acc[4 * NJ + 4 * j + 2 * h + e],
+                                                   sa, oa, zero_sum);
                 }
             } else if (n0 + col < args.n) {
-                dequant_pair<T, ASYM>(args, m, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], sa, oa, zero_sum);
+                dequant_pair<T, ASYM, EPI>(args, m, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], sa, oa,
+                                           zero_sum);
+            }
+        }
+    }
+}
+
+// The same store (LINES) for the lean warp-specialized variant: a lane's 4 consecutive channels
+// n0 + 16 j + 4 (lane % 4) + 0..3 (the even and odd products of its lines col, col + 1), their scales, weight sums
+// and bias read once for both tokens, and one 8-byte store per token when N % 4 == 0 (else two 4-byte ones).
+template <int NJ, typename T, bool ASYM, int EPI>
+__device__ __forceinline__ void dequant_store_quads(const int* acc, const EpiArgs& args, int row, int n0, int lane) {
+    const T* sw = static_cast<const T*>(args.scales);
+    const T* bias = static_cast<const T*>(args.bias);
+    float sa[2], oa[2];
+    int zero_sum[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = min(row + 8 * h, args.m - 1);
+        sa[h] = args.a_scales[m];
+        oa[h] = ASYM ? args.a_offsets[m] : 0.f;
+        zero_sum[h] = 128 * args.a_sums[m];
+    }
+    const bool wide = args.n % 4 == 0 && reinterpret_cast<uintptr_t>(args.c) % 8 == 0;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        const int n = n0 + 16 * j + 4 * (lane % 4);
+        if (n >= args.n) continue;
+        const bool four = n + 4 <= args.n;  // N is even: channels n, n + 1 exist
+        float s[4], corr[4], b[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const bool ok = e < 2 || four;
+            s[e] = ok ? to_float(sw[n + e]) : 0.f;
+            corr[e] = ASYM && ok ? (float)args.weight_sums[n + e] * s[e] : 0.f;
+            b[e] = bias && ok ? to_float(bias[n + e]) : 0.f;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = row + 8 * h;
+            if (m >= args.m) continue;
+            const int c[4] = {acc[4 * j + 2 * h], acc[4 * NJ + 4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                              acc[4 * NJ + 4 * j + 2 * h + 1]};
+            float y[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                y[e] = sa[h] * (s[e] * (float)(c[e] - zero_sum[h]));
+                if (ASYM) y[e] += oa[h] * corr[e];
+                if (bias) y[e] += b[e];
+                y[e] = apply_epilogue_kind<EPI>(y[e], args.act);
+            }
+            uint32_t w[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                if constexpr (std::is_same<T, half>::value) {
+                    const half2 v = __floats2half2_rn(y[2 * e], y[2 * e + 1]);
+                    w[e] = *reinterpret_cast<const uint32_t*>(&v);
+                } else {
+                    const __nv_bfloat162 v = __floats2bfloat162_rn(y[2 * e], y[2 * e + 1]);
+                    w[e] = *reinterpret_cast<const uint32_t*>(&v);
+                }
+            }
+            T* dst = static_cast<T*>(args.c) + (size_t)m * args.n + n;
+            if (wide) {
+                *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+            } else {
+                *reinterpret_cast<uint32_t*>(dst) = w[0];
+                if (four) *reinterpret_cast<uint32_t*>(dst + 2) = w[1];
             }
         }
     }
@@ -575,7 +699,10 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
     gemm::wgmma_wait<0>();
     cp_async_wait<0>();
 
-    dequant_store<BN / 8, false, T, ASYM>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4, n0, lane);
+    visit_epilogue(args.epi.act, [&](auto kind) {
+        dequant_store<BN / 8, false, T, ASYM, decltype(kind)::value>(acc, args.epi, m0 + wg * 64 + wq * 16 + lane / 4,
+                                                                     n0, lane);
+    });
 #else
     __trap();  // built without sm_90a: wgmma_supports() never selects this kernel on such a device
 #endif
@@ -600,12 +727,13 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //   * 2 consumer warpgroups (setmaxnreg moves the producer warpgroup's registers to them): WGM = 2 splits the
 //     tile's tokens between them (MT m64 blocks each, all BN = BNW channels), WGM = 1 its channels (64 tokens,
 //     BNW channels each). One wgmma group per stage stays in flight while the next stage is awaited.
-//   * CLUSTER = 2: the two CTAs of a cluster take neighbouring M tiles of the same channels and each loads half of
-//     the weight tile with a multicast TMA into both, so each weight byte crosses L2 once per pair (the tile's
-//     L2 traffic per MAC drops by a third at 128 x 256; measured no faster, so by candidate id only). A stage is
-//     then refilled only once the consumers of both CTAs released it (each consumer thread arrives on both CTAs'
-//     "empty" barriers, the last stage included), and the producer waits for its last stages' releases before it
-//     exits, so no CTA exits while its peer may still arrive on its barriers.
+//   * clusters of CM x CN CTAs (WsCfg): the CM CTAs of an N tile (neighbouring M tiles) each load 1 / CM of the
+//     weight lines with a multicast TMA into all of them, the CN CTAs of an M tile (neighbouring N tiles) 1 / CN of
+//     the code rows, so each byte crosses L2 once per group. A stage is refilled only once the consumers of every
+//     CTA it is written into released it (each consumer thread, or LEAN one thread per warpgroup, arrives on the
+//     "empty" barriers of the CTAs of its M tile and of its N tile, the last stage included), and the producer
+//     waits for its last stages' releases before it exits, so no CTA exits while a peer may still arrive on its
+//     barriers.
 //   * schedule, in units of one cluster's tiles: the work items are first the dp_tiles whole units (the full
 //     waves), then the last partial wave's units split along K in `split` slices of `share` stages each, so that
 //     wave fills the SMs. The grid is persistent (one wave: at most one CTA per SM): CTA c takes items c, c + grid,
@@ -619,7 +747,7 @@ constexpr int kWsBK = 128;                     // k per stage
 constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 constexpr int kWsSmem = 227 * 1024;            // the per-block dynamic shared-memory limit of SM90
-constexpr int kSms = 132;                      // H100 SXM: the wave the schedule fills
+constexpr int kSmsFallback = 132;              // H100 SXM: the wave when the device cannot be asked
 
 // Stage: codes [BM x 128 k] (kABytes), then weights [BN channels x 128 k] (kBBytes), each as two halves (64-byte
 // rows: k 0..63 then 64..127; packed lines: segment 2 kt then 2 kt + 1 of the weights, the codes undivided).
@@ -634,10 +762,23 @@ struct WsLayout {
     static_assert(kStages >= 2 && kABytes % 2048 == 0 && kBBytes % 2048 == 0, "stage geometry");
 };
 
+// A warp-specialized configuration: WGM / MT / BNW (WsLayout), the packed-line operand, a cluster of CM M tiles x
+// CN N tiles (the weight lines multicast to the CM CTAs of an N tile, the codes to the CN CTAs of an M tile), and
+// LEAN: one release per consumer warpgroup and 4-channel stores (dequant_store_quads).
+template <int WGM, int MT, int BNW, bool LINES, int CM = 1, int CN = 1, bool LEAN = false>
+struct WsCfg {
+    static constexpr int kWgm = WGM, kMt = MT, kBnw = BNW, kCm = CM, kCn = CN;
+    static constexpr bool kLines = LINES, kLean = LEAN;
+};
+// Arrivals that release one stage use: both consumer warpgroups (each of their threads unless LEAN) of every CTA
+// with this CTA's M tile or N tile.
+template <class C>
+constexpr int kWsReleases = (C::kCm + C::kCn - 1) * 2 * (C::kLean ? 1 : 128);
+
 struct WsArgs {
     EpiArgs epi;
     int k;
-    int m_units, n_tiles, units, dp_tiles, split, share;  // schedule (above), in units of CLUSTER M tiles
+    int m_units, n_units, units, dp_tiles, split, share;  // schedule (above), in units of one cluster's tiles
     int* partials;         // [slot][kPart] INT32, slot = CLUSTER * (item - dp_tiles) + rank
     unsigned int* flags;   // one per split tile, zeroed before the launch
 };
@@ -658,14 +799,17 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
 }
 #endif
 
-template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
+template <class C, typename T, bool ASYM>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm_s8_ws(const WsArgs args, const __grid_constant__ CUtensorMap tmap_a,
                const __grid_constant__ CUtensorMap tmap_b) {
 #ifdef TRT_WOQ_WGMMA
+    constexpr int WGM = C::kWgm, MT = C::kMt, BNW = C::kBnw, CM = C::kCm, CN = C::kCn, CLUSTER = CM * CN;
+    constexpr bool LINES = C::kLines, LEAN = C::kLean;
     using L = WsLayout<WGM, MT, BNW>;
     static_assert(!LINES || BNW == 256, "the line operand runs m64n128k32 on the even and on the odd channels");
-    static_assert(CLUSTER == 1 || LINES, "the multicast loads halves of the line tile");
+    static_assert(CLUSTER == 1 || LINES, "the multicast loads shares of the line tile");
+    static_assert(LEAN || CN == 1, "activation multicast only in the lean variant");
     constexpr int S = L::kStages;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t base = (gemm::smem_addr(smem_raw) + 1023) & ~1023u;
@@ -673,8 +817,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
 
     // Work item `item`: a whole unit, or K slice `slice` of a split unit (the CTAs of a cluster take the same
-    // items); this CTA's tile in it is M tile `rank` of the unit.
-    const int rank = blockIdx.x % CLUSTER, k_tiles = args.k / kWsBK;
+    // items); this CTA's tile in it is M tile `rm`, N tile `rn` of the unit.
+    const int rank = blockIdx.x % CLUSTER, rm = rank % CM, rn = rank / CM, k_tiles = args.k / kWsBK;
     const int first_item = blockIdx.x / CLUSTER, item_step = gridDim.x / CLUSTER;
     const int items = args.dp_tiles + (args.units - args.dp_tiles) * args.split;
     struct Piece {
@@ -689,17 +833,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             q.kt_begin = q.slice * args.share;
             q.kt_end = min(k_tiles, q.kt_begin + args.share);  // non-empty: the host keeps (split - 1) * share < K
         }
-        int m_unit, n_tile;
-        gemm::band_coords(q.unit, args.m_units, args.n_tiles, m_unit, n_tile);
-        q.m0 = (m_unit * CLUSTER + rank) * L::kBM;
-        q.n0 = n_tile * L::kBN;
+        int m_unit, n_unit;
+        gemm::band_coords(q.unit, args.m_units, args.n_units, m_unit, n_unit);
+        q.m0 = (m_unit * CM + rm) * L::kBM;
+        q.n0 = (n_unit * CN + rn) * L::kBN;
         return q;
     };
 
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
             gemm::mbar_init(full_bar + 8 * s, 1);               // the producer's expect-tx arrival
-            gemm::mbar_init(empty_bar + 8 * s, CLUSTER * 2 * 128);  // every consumer thread of the cluster
+            gemm::mbar_init(empty_bar + 8 * s, kWsReleases<C>);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -707,6 +851,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         gemm::cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrival
     else
         __syncthreads();
+
+    // The CTAs of the cluster that read the same codes (same M tile) and the same weights (same N tile): a stage
+    // of this CTA is written by both groups, so its releases come from both.
+    uint16_t same_m_mask = 0, same_n_mask = 0;
+#pragma unroll
+    for (int j = 0; j < CN; ++j) same_m_mask |= uint16_t(1u << (rm + CM * j));
+#pragma unroll
+    for (int i = 0; i < CM; ++i) same_n_mask |= uint16_t(1u << (i + CM * rn));
 
     if (wg == 0) {
         gemm::regs_dealloc<kWsProducerRegs>();
@@ -720,14 +872,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                     if (g >= S) gemm::mbar_wait(empty_bar + 8 * s, (g / S - 1) & 1);
                     const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
                     gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
-                    if constexpr (LINES) gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+                    if constexpr (CN > 1) {  // this rank's share of the code rows, into the CTAs of its M tile
+                        constexpr int kRows = L::kBM / CN;
+                        gemm::tma_load_2d_multicast(sa + rn * kRows * 128, &tmap_a, kt * kWsBK, m0 + rn * kRows, bar,
+                                                    same_m_mask);
+                    } else if constexpr (LINES) {
+                        gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+                    }
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        if constexpr (CLUSTER > 1) {  // this rank's share of the lines, into every CTA of the cluster
-                            constexpr int kLines = L::kBN / 2 / CLUSTER;
-                            gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rank * kLines * 128, &tmap_b,
-                                                        (kt * 2 + h) * 128, n0 / 2 + rank * kLines, bar,
-                                                        (1u << CLUSTER) - 1);
+                        if constexpr (CM > 1) {  // this rank's share of the lines, into the CTAs of its N tile
+                            constexpr int kLines = L::kBN / 2 / CM;
+                            gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rm * kLines * 128, &tmap_b,
+                                                        (kt * 2 + h) * 128, n0 / 2 + rm * kLines, bar, same_n_mask);
                         } else if constexpr (LINES) {
                             gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
                         } else {
@@ -747,12 +904,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     gemm::regs_alloc<kWsConsumerRegs>();
     const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
     const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
-    // Every consumer thread releases a stage use it has read, in each CTA of the cluster (the multicast writes both).
+    // A stage use this warpgroup has read is released in this CTA and in every CTA whose producer writes into it
+    // (same M tile or same N tile): by every consumer thread, or (LEAN) by one thread per warpgroup once its
+    // wgmma_wait returned (the warpgroup's wgmma groups up to that one are complete, so is their smem read).
     auto release = [&](int g) {
         const uint32_t bar = empty_bar + 8 * (g % S);
+        if (LEAN && ctid % 128 != 0) return;
         gemm::mbar_arrive(bar);
 #pragma unroll
-        for (int r = 1; r < CLUSTER; ++r) gemm::mbar_arrive_cluster(bar, (rank + r) % CLUSTER);
+        for (int r = 0; r < CLUSTER; ++r)
+            if (r != rank && ((same_m_mask | same_n_mask) >> r & 1)) gemm::mbar_arrive_cluster(bar, r);
     };
     // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
     int acc[MT][BNW / 2];
@@ -819,11 +980,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                     for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * 256);
             }
         }
+        visit_epilogue(args.epi.act, [&](auto kind) {
+            constexpr int EPI = decltype(kind)::value;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-            dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM>(acc[mt], args.epi,
-                                                                  q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4,
-                                                                  q.n0 + wn * BNW, lane);
+            for (int mt = 0; mt < MT; ++mt) {
+                const int row = q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4, n0 = q.n0 + wn * BNW;
+                if constexpr (LEAN)
+                    dequant_store_quads<BNW / 16, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
+                else
+                    dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
+            }
+        });
     }
 #else
     __trap();  // built without sm_90a: gemm_supports() never selects this kernel on such a device
@@ -842,8 +1009,10 @@ enum class Kind { kMma, kWgmma, kWs, kWsLines };
 struct Tile {
     const char* name;
     int bm, bn;
-    Kind kind;        // all but kMma: SM90a, per-channel weights, K % 128 == 0
-    int cluster = 1;  // kWsLines: CTAs (neighbouring M tiles) sharing the weight tile
+    Kind kind;         // all but kMma: SM90a, per-channel weights, K % 128 == 0
+    int cm = 1, cn = 1;  // kWsLines: a cluster of cm neighbouring M tiles (sharing weights) x cn N tiles (codes)
+    bool lean = false;   // kWsLines: WsCfg's LEAN
+    constexpr int cluster() const { return cm * cn; }
 };
 constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_mma_64x128", 64, 128, Kind::kMma},
@@ -856,27 +1025,111 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_ws_64x256", 64, 256, Kind::kWs},
                            {"w8a8_wsl_128x256", 128, 256, Kind::kWsLines},
                            {"w8a8_wsl_64x512", 64, 512, Kind::kWsLines},
-                           {"w8a8_wsl_128x256_c2", 128, 256, Kind::kWsLines, 2}};
+                           {"w8a8_wsl_128x256_c2", 128, 256, Kind::kWsLines, 2},
+                           {"w8a8_wsc_128x256_1x1", 128, 256, Kind::kWsLines, 1, 1, true},
+                           {"w8a8_wsc_128x256_2x1", 128, 256, Kind::kWsLines, 2, 1, true},
+                           {"w8a8_wsc_128x256_1x2", 128, 256, Kind::kWsLines, 1, 2, true},
+                           {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true}};
+constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
+
+// Calls f(WsCfg<...>{}) with the configuration of warp-specialized tile t.
+template <typename F>
+auto visit_ws(const Tile& t, F&& f) {
+    if (t.kind == Kind::kWsLines) {
+        if (t.lean) {
+            if (t.cm == 2 && t.cn == 2) return f(WsCfg<2, 1, 256, true, 2, 2, true>{});
+            if (t.cm == 2) return f(WsCfg<2, 1, 256, true, 2, 1, true>{});
+            if (t.cn == 2) return f(WsCfg<2, 1, 256, true, 1, 2, true>{});
+            return f(WsCfg<2, 1, 256, true, 1, 1, true>{});
+        }
+        if (t.cm == 2) return f(WsCfg<2, 1, 256, true, 2>{});
+        if (t.bm == 64) return f(WsCfg<1, 1, 256, true>{});
+        return f(WsCfg<2, 1, 256, true>{});
+    }
+    if (t.bm == 64) return f(WsCfg<1, 1, 128, false>{});
+    if (t.bm == 256) return f(WsCfg<2, 2, 128, false>{});
+    if (t.bn == 256) return f(WsCfg<2, 1, 256, false>{});
+    return f(WsCfg<2, 1, 128, false>{});
+}
+
+// The current device's SM count (kSmsFallback when it cannot be asked).
+int device_sms() {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                   cudaSuccess || sms <= 0) {
+        cudaGetLastError();
+        return kSmsFallback;
+    }
+    return sms;
+}
+
+// The persistent grid of warp-specialized tile t on the current device, in CTAs: one per SM, or for clusters as many
+// whole clusters as can be resident at once (cudaOccupancyMaxActiveClusters: a GPC holds whole clusters only).
+// Cached per device and tile; the workspace size and the launch read the same value.
+int ws_wave(int tile) {
+    constexpr int kDevices = 64;
+    static std::atomic<int> cache[kDevices][kTileCount];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = -1;
+    }
+    if (dev >= 0 && dev < kDevices) {
+        const int hit = cache[dev][tile].load(std::memory_order_relaxed);
+        if (hit > 0) return hit;
+    }
+    const Tile& t = kTiles[tile];
+    const int sms = device_sms(), cluster = t.cluster();
+    int clusters = sms / cluster;
+    if (cluster > 1) {
+        const int resident = visit_ws(t, [&](auto c) {
+            using C = decltype(c);
+            using L = WsLayout<C::kWgm, C::kMt, C::kBnw>;
+            auto kernel = gemm_s8_ws<C, half, false>;
+            if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) != cudaSuccess)
+                return 0;
+            cudaLaunchConfig_t config = {};
+            config.gridDim = dim3(unsigned(clusters * cluster));
+            config.blockDim = dim3(kWsThreads);
+            config.dynamicSmemBytes = L::kSmem;
+            cudaLaunchAttribute attr;
+            attr.id = cudaLaunchAttributeClusterDimension;
+            attr.val.clusterDim.x = unsigned(cluster);
+            attr.val.clusterDim.y = 1;
+            attr.val.clusterDim.z = 1;
+            config.attrs = &attr;
+            config.numAttrs = 1;
+            int n = 0;
+            return cudaOccupancyMaxActiveClusters(&n, kernel, &config) == cudaSuccess ? n : 0;
+        });
+        cudaGetLastError();
+        if (resident > 0) clusters = std::min(clusters, resident);
+    }
+    const int wave = std::max(1, clusters) * cluster;
+    if (dev >= 0 && dev < kDevices) cache[dev][tile].store(wave, std::memory_order_relaxed);
+    return wave;
+}
 
 // The warp-specialized schedule (gemm_s8_ws), in units of one cluster's tiles: whole units for the full waves; the
 // last partial wave's units split along K into as many slices as the wave has room for, at most kMaxSplit (the
 // last slice adds the others' sums serially).
 constexpr int kMaxSplit = 4;
 struct WsPlan {
-    int m_units, n_tiles, dp_tiles, split, share;
+    int m_units, n_units, dp_tiles, split, share;
     int64_t units;
 };
-WsPlan ws_plan(const trt_woq_linear_params* p, const Tile& t) {
+WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
+    const Tile& t = kTiles[tile];
     WsPlan w{};
-    const int64_t m_tiles = (p->m + t.bm - 1) / t.bm, m_units = (m_tiles + t.cluster - 1) / t.cluster;
-    const int64_t n_tiles = (p->n + t.bn - 1) / t.bn;
-    w.units = m_units * n_tiles;
+    const int64_t m_tiles = (p->m + t.bm - 1) / t.bm, m_units = (m_tiles + t.cm - 1) / t.cm;
+    const int64_t n_tiles = (p->n + t.bn - 1) / t.bn, n_units = (n_tiles + t.cn - 1) / t.cn;
+    w.units = m_units * n_units;
     if (w.units > (int64_t(1) << 29)) return w;  // refused by gemm_supports
     w.m_units = int(m_units);
-    w.n_tiles = int(n_tiles);
-    const int wave = kSms / t.cluster, k_tiles = int(p->k / kWsBK), rest = int(w.units % wave);
+    w.n_units = int(n_units);
+    const int wave = ws_wave(tile) / t.cluster(), k_tiles = int(p->k / kWsBK), rest = int(w.units % wave);
     w.dp_tiles = int(w.units);
     w.split = 1;
     w.share = k_tiles;
@@ -896,12 +1149,17 @@ WsPlan ws_plan(const trt_woq_linear_params* p, const Tile& t) {
 int64_t ws_slices(const WsPlan& w) { return w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split; }
 size_t quantize_bytes(const trt_woq_linear_params* p) { return codes_bytes(p) + 3 * params_bytes(p); }
 size_t ws_slots_bytes(const WsPlan& w, const Tile& t) {
-    return align256(size_t(ws_slices(w)) * t.cluster * t.bm * t.bn * sizeof(int));
+    return align256(size_t(ws_slices(w)) * t.cluster() * t.bm * t.bn * sizeof(int));
 }
-size_t ws_extra_bytes(const trt_woq_linear_params* p, const Tile& t) {
-    const WsPlan w = ws_plan(p, t);
+// Workspace after the quantize kernel's outputs: the partial slots, then the split counters.
+unsigned* ws_flags(const trt_woq_linear_params* p, int tile, const WsPlan& w) {
+    return reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p->workspace) + quantize_bytes(p) +
+                                       ws_slots_bytes(w, kTiles[tile]));
+}
+size_t ws_extra_bytes(const trt_woq_linear_params* p, int tile) {
+    const WsPlan w = ws_plan(p, tile);
     if (w.split < 2) return 0;
-    return ws_slots_bytes(w, t) + size_t(w.units - w.dp_tiles) * t.cluster * sizeof(unsigned);
+    return ws_slots_bytes(w, kTiles[tile]) + size_t(w.units - w.dp_tiles) * kTiles[tile].cluster() * sizeof(unsigned);
 }
 
 // cuTensorMapEncodeTiled for a byte tensor with zero fill (the driver's, reached through the runtime: the library
@@ -932,19 +1190,20 @@ trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, dim3 gri
     return launch_in_clusters(kernel, grid, dim3(threads), smem, unsigned(cluster), stream, args...);
 }
 
-template <int WGM, int MT, int BNW, bool LINES, int CLUSTER, typename T, bool ASYM>
-trt_woq_status launch_ws(const trt_woq_linear_params* p, const Tile& t, const EpiArgs& epi, cudaStream_t stream) {
-    using L = WsLayout<WGM, MT, BNW>;
+template <class C, typename T, bool ASYM>
+trt_woq_status launch_ws(const trt_woq_linear_params* p, int tile, const EpiArgs& epi, cudaStream_t stream) {
+    using L = WsLayout<C::kWgm, C::kMt, C::kBnw>;
+    constexpr int CLUSTER = C::kCm * C::kCn;
     static_assert(L::kBM <= 256 && L::kBN / 2 <= 256, "TMA boxes span at most 256 rows");
-    const WsPlan w = ws_plan(p, t);
+    const WsPlan w = ws_plan(p, tile);
     const uint64_t k = uint64_t(p->k), m = uint64_t(p->m), lines = uint64_t(p->n / 2);
     CUtensorMap tmap_a, tmap_b;
     bool ok;
-    if (LINES) {
+    if (C::kLines) {
         // Codes [M, K], box 128 k x BM tokens; weight lines [N / 2, 2K bytes], box one 128-byte segment x the
-        // tile's BN / 2 lines (a cluster rank's share of them).
+        // tile's BN / 2 lines (in a cluster, a rank's share of each).
         const cuuint64_t a_dims[2] = {k, m}, a_strides[1] = {k}, b_dims[2] = {2 * k, lines}, b_strides[1] = {2 * k};
-        const cuuint32_t a_box[2] = {kWsBK, L::kBM}, b_box[2] = {128, L::kBN / 2 / CLUSTER};
+        const cuuint32_t a_box[2] = {kWsBK, L::kBM / C::kCn}, b_box[2] = {128, L::kBN / 2 / C::kCm};
         ok = encode_bytes(&tmap_a, 2, p->workspace, a_dims, a_strides, a_box, CU_TENSOR_MAP_SWIZZLE_128B) &&
              encode_bytes(&tmap_b, 2, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_128B);
     } else {
@@ -957,18 +1216,19 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, const Tile& t, const Ep
              encode_bytes(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_64B);
     }
     if (!ok) return record_cuda_error(cudaErrorInvalidValue);
-    WsArgs args{epi, int(p->k), w.m_units, w.n_tiles, int(w.units), w.dp_tiles, w.split, w.share, nullptr, nullptr};
+    WsArgs args{epi, int(p->k), w.m_units, w.n_units, int(w.units), w.dp_tiles, w.split, w.share, nullptr, nullptr};
     if (w.split > 1) {
-        uint8_t* extra = static_cast<uint8_t*>(p->workspace) + quantize_bytes(p);
-        args.partials = reinterpret_cast<int*>(extra);
-        args.flags = reinterpret_cast<unsigned*>(extra + ws_slots_bytes(w, t));
-        const size_t flags = size_t(w.units - w.dp_tiles) * CLUSTER * sizeof(unsigned);
-        const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
-        if (err != cudaSuccess) return record_cuda_error(err);
+        args.partials = reinterpret_cast<int*>(static_cast<uint8_t*>(p->workspace) + quantize_bytes(p));
+        args.flags = ws_flags(p, tile, w);
+        if (!C::kLean) {  // else zeroed by the quantize kernel
+            const size_t flags = size_t(w.units - w.dp_tiles) * CLUSTER * sizeof(unsigned);
+            const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
+            if (err != cudaSuccess) return record_cuda_error(err);
+        }
     }
-    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), kSms / CLUSTER) * CLUSTER;  // persistent
-    return launch_clustered(gemm_s8_ws<WGM, MT, BNW, LINES, CLUSTER, T, ASYM>, CLUSTER, dim3(unsigned(ctas)),
-                            kWsThreads, L::kSmem, stream, args, tmap_a, tmap_b);
+    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), ws_wave(tile) / CLUSTER) * CLUSTER;  // persistent
+    return launch_clustered(gemm_s8_ws<C, T, ASYM>, CLUSTER, dim3(unsigned(ctas)), kWsThreads, L::kSmem, stream, args,
+                            tmap_a, tmap_b);
 }
 
 template <typename T, bool ASYM>
@@ -980,27 +1240,31 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     float* a_offsets = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a_scales) + params_bytes(p));
     int* a_sums = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(a_offsets) + params_bytes(p));
     const T* x = static_cast<const T*>(p->activation);
+    const Tile& t = kTiles[tile];
+    unsigned* zero = nullptr;  // the lean tiles' split counters
+    int zero_count = 0;
+    if (t.lean) {
+        const WsPlan w = ws_plan(p, tile);
+        if (w.split > 1) {
+            zero = ws_flags(p, tile, w);
+            zero_count = int((w.units - w.dp_tiles) * t.cluster());
+        }
+    }
     if (block <= 256 && (block & (block - 1)) == 0) {  // the lanes of a block form an aligned power-of-two group
-        quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block);
+        quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block, zero,
+                                                               zero_count);
     } else {
-        quantize_rows<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k);
+        const int held = (k / 16 + kQThreads - 1) / kQThreads;  // chunks per thread
+        auto rows = held <= 1 ? quantize_rows<T, ASYM, 1> : held <= 2 ? quantize_rows<T, ASYM, 2>
+                  : held <= 4 ? quantize_rows<T, ASYM, 4> : quantize_rows<T, ASYM, 0>;
+        rows<<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, zero, zero_count);
     }
     trt_woq_status s = check_launch();
     if (s != TRT_WOQ_OK) return s;
-    const Tile& t = kTiles[tile];
     const EpiArgs epi{a_scales, a_offsets, a_sums, p->scales, static_cast<const int*>(p->weight_sums), p->bias,
                       p->output, m, n, epilogue_of(*p)};
-    if (t.kind == Kind::kWsLines) {
-        if (t.cluster == 2) return launch_ws<2, 1, 256, true, 2, T, ASYM>(p, t, epi, stream);
-        if (t.bm == 64) return launch_ws<1, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
-        return launch_ws<2, 1, 256, true, 1, T, ASYM>(p, t, epi, stream);
-    }
-    if (t.kind == Kind::kWs) {
-        if (t.bm == 64) return launch_ws<1, 1, 128, false, 1, T, ASYM>(p, t, epi, stream);
-        if (t.bm == 256) return launch_ws<2, 2, 128, false, 1, T, ASYM>(p, t, epi, stream);
-        if (t.bn == 256) return launch_ws<2, 1, 256, false, 1, T, ASYM>(p, t, epi, stream);
-        return launch_ws<2, 1, 128, false, 1, T, ASYM>(p, t, epi, stream);
-    }
+    if (is_ws(t))
+        return visit_ws(t, [&](auto c) { return launch_ws<decltype(c), T, ASYM>(p, tile, epi, stream); });
     const dim3 grid((m + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn);
     if (t.kind == Kind::kWgmma) {
         const WgArgs args{codes, static_cast<const int8_t*>(p->packed_weight), epi, k};
@@ -1042,14 +1306,14 @@ trt_woq_status gemm_supports(const trt_woq_linear_params* p, int32_t sm) {
         if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
         if (p->group_size != -1 || p->k % kWgBK != 0) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (is_ws(t) && ws_plan(p, t).units > (int64_t(1) << 29)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (is_ws(t) && ws_plan(p, TILE).units > (int64_t(1) << 29)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return TRT_WOQ_OK;
 }
 
 template <int TILE>
 size_t gemm_workspace(const trt_woq_linear_params* p, int32_t) {
     if (p->m == 0) return 0;
-    return quantize_bytes(p) + (is_ws(kTiles[TILE]) ? ws_extra_bytes(p, kTiles[TILE]) : 0);
+    return quantize_bytes(p) + (is_ws(kTiles[TILE]) ? ws_extra_bytes(p, TILE) : 0);
 }
 
 template <int TILE>
@@ -1063,19 +1327,18 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// SM90 with per-channel weights: the warp-specialized kernel on packed lines, 128 x 256 (fastest from M = 128 on,
-// docs/kernels_w8a8.md), except where its grid is at most 64 tiles and M <= 128 or K <= 4096: there the split slices
-// are short or few, and 128 x 128 tiles on 64-byte rows measured faster (4096 x 4096 at M <= 512, N = 4096 at
-// M = 128). Elsewhere mma.sync, the 128 x 128 tile when its grid fills the GPU's 132 SMs (H100) at least once, the
-// 64 x 128 tile otherwise. The other tiles stay usable by id (the clustered one measured at most 3.3 % faster
-// than the unclustered tile, and up to 26 % slower).
+// SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
+// (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
+// under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
+// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Elsewhere mma.sync, the 128 x 128 tile when
+// its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWs128x128 = 7, kWsl128x256 = 9;
-    const bool small = ctas(p, kTiles[kWsl128x256]) <= 64 && (p->m <= 128 || p->k <= 4096);
-    return small ? kWs128x128 : kWsl128x256;
+    constexpr int kWs128x128 = 7, kWsc128x256 = 12;
+    const bool small = ctas(p, kTiles[kWsc128x256]) < 64 && (p->m <= 128 || p->k <= 4096);
+    return small ? kWs128x128 : kWsc128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
@@ -1083,7 +1346,7 @@ int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
     if (is_ws(t)) return TILE == ws_tile_for(p) ? 90 : 80;
     if (t.kind == Kind::kWgmma) return 60;
     if (t.bm == 64) return 51;
-    return ctas(p, t) >= kSms ? 52 : 50;
+    return ctas(p, t) >= device_sms() ? 52 : 50;
 }
 
 // M <= 16: the INT8 weight-only kernels on the same packed weights and scales. At these sizes the GEMV streams the
@@ -1136,6 +1399,10 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(9),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(10),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(11),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(12),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(13),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(14),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(15),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 
