@@ -533,36 +533,38 @@ __global__ void __launch_bounds__(WM* WN * 32, MIN_CTAS) gemm_mma_kernel(const G
 
     // Epilogue. Fragment element e of acc[i][j]: row lane/4 (+8 for e >= 2), columns 2 (lane%4) + {0, 1}.
     const T* bias = static_cast<const T*>(args.bias);
+    visit_epilogue(args.ep, [&](auto kind) {
 #pragma unroll
-    for (int j = 0; j < kNT; ++j) {
-        const int n = n0 + warp_n * kWarpN + j * 8 + 2 * (lane & 3);
-        if (n >= args.n) continue;  // N is even, so n < N implies n + 1 < N
-        float b0 = 0.f, b1 = 0.f;
-        if (bias != nullptr && args.partials == nullptr) {
-            b0 = float(bias[n]);
-            b1 = float(bias[n + 1]);
-        }
-        const float f0 = channel_factor<BITS, T>(args, n), f1 = channel_factor<BITS, T>(args, n + 1);
+        for (int j = 0; j < kNT; ++j) {
+            const int n = n0 + warp_n * kWarpN + j * 8 + 2 * (lane & 3);
+            if (n >= args.n) continue;  // N is even, so n < N implies n + 1 < N
+            float b0 = 0.f, b1 = 0.f;
+            if (bias != nullptr && args.partials == nullptr) {
+                b0 = float(bias[n]);
+                b1 = float(bias[n + 1]);
+            }
+            const float f0 = channel_factor<BITS, T>(args, n), f1 = channel_factor<BITS, T>(args, n + 1);
 #pragma unroll
-        for (int i = 0; i < kMT; ++i) {
+            for (int i = 0; i < kMT; ++i) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = m0 + warp_m * kWarpM + i * 16 + (lane >> 2) + 8 * h;
-                if (m >= args.m) continue;
-                const float v0 = scaled_sum<BITS>(acc[i][j][2 * h], f0, b0);
-                const float v1 = scaled_sum<BITS>(acc[i][j][2 * h + 1], f1, b1);
-                if (args.partials == nullptr) {
-                    T2 out;
-                    out.x = T(apply_epilogue(v0, args.ep));
-                    out.y = T(apply_epilogue(v1, args.ep));
-                    *reinterpret_cast<T2*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = out;
-                } else {
-                    float* p = args.partials + ((size_t)blockIdx.z * args.m + m) * args.n + n;
-                    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+                for (int h = 0; h < 2; ++h) {
+                    const int m = m0 + warp_m * kWarpM + i * 16 + (lane >> 2) + 8 * h;
+                    if (m >= args.m) continue;
+                    const float v0 = scaled_sum<BITS>(acc[i][j][2 * h], f0, b0);
+                    const float v1 = scaled_sum<BITS>(acc[i][j][2 * h + 1], f1, b1);
+                    if (args.partials == nullptr) {
+                        T2 out;
+                        out.x = T(apply_epilogue_kind<decltype(kind)::value>(v0, args.ep));
+                        out.y = T(apply_epilogue_kind<decltype(kind)::value>(v1, args.ep));
+                        *reinterpret_cast<T2*>(static_cast<T*>(args.c) + (size_t)m * args.n + n) = out;
+                    } else {
+                        float* p = args.partials + ((size_t)blockIdx.z * args.m + m) * args.n + n;
+                        *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+                    }
                 }
             }
         }
-    }
+    });
 }
 
 // Sums the split partials in split order (deterministic), adds the bias, converts. One thread per output pair.

@@ -273,26 +273,29 @@ __global__ void __launch_bounds__(WGS * 128, MIN_CTAS) gemm_wgmma_kernel(const G
 
     // Epilogue: acc[4j + e] is channel g (+8 for e >= 2) of this warp, token 8j + 2(t%4) + (e & 1).
     const T* bias = static_cast<const T*>(args.bias);
+    visit_epilogue(args.ep, [&](auto kind) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int n = n0 + ch_local[h];
-        if (n >= args.n) continue;
-        const float bv = (bias != nullptr && args.partials == nullptr) ? float(bias[n]) : 0.f;
-        const float f = channel_factor<BITS, T>(args, n);
+        for (int h = 0; h < 2; ++h) {
+            const int n = n0 + ch_local[h];
+            if (n >= args.n) continue;
+            const float bv = (bias != nullptr && args.partials == nullptr) ? float(bias[n]) : 0.f;
+            const float f = channel_factor<BITS, T>(args, n);
 #pragma unroll
-        for (int j = 0; j < TOK / 8; ++j) {
+            for (int j = 0; j < TOK / 8; ++j) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int m = m0 + 8 * j + 2 * (lane & 3) + e;
-                if (m >= args.m) continue;
-                const float v = scaled_sum<BITS>(acc[4 * j + 2 * h + e], f, bv);
-                if (args.partials == nullptr)
-                    static_cast<T*>(args.c)[(size_t)m * args.n + n] = T(apply_epilogue(v, args.ep));
-                else
-                    args.partials[((size_t)blockIdx.z * args.m + m) * args.n + n] = v;
+                for (int e = 0; e < 2; ++e) {
+                    const int m = m0 + 8 * j + 2 * (lane & 3) + e;
+                    if (m >= args.m) continue;
+                    const float v = scaled_sum<BITS>(acc[4 * j + 2 * h + e], f, bv);
+                    if (args.partials == nullptr)
+                        static_cast<T*>(args.c)[(size_t)m * args.n + n] =
+                            T(apply_epilogue_kind<decltype(kind)::value>(v, args.ep));
+                    else
+                        args.partials[((size_t)blockIdx.z * args.m + m) * args.n + n] = v;
+                }
             }
         }
-    }
+    });
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
 #endif

@@ -228,36 +228,38 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
 #pragma unroll
         for (int v = 0; v < V; ++v)
             if (n + v < args.n) bias[v] = float(b[n + v]);
-    for (int r = ctid / kChunks; r < TOK && m0 + r < args.m; r += kRowStep) {
-        float x[V];
+    visit_epilogue(args.ep, [&](auto kind) {
+        for (int r = ctid / kChunks; r < TOK && m0 + r < args.m; r += kRowStep) {
+            float x[V];
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q) {
-            const float4 f = *reinterpret_cast<const float4*>(epi + r * PITCH + c * V + 4 * q);
-            x[4 * q] = f.x + bias[4 * q];
-            x[4 * q + 1] = f.y + bias[4 * q + 1];
-            x[4 * q + 2] = f.z + bias[4 * q + 2];
-            x[4 * q + 3] = f.w + bias[4 * q + 3];
+            for (int q = 0; q < V / 4; ++q) {
+                const float4 f = *reinterpret_cast<const float4*>(epi + r * PITCH + c * V + 4 * q);
+                x[4 * q] = f.x + bias[4 * q];
+                x[4 * q + 1] = f.y + bias[4 * q + 1];
+                x[4 * q + 2] = f.z + bias[4 * q + 2];
+                x[4 * q + 3] = f.w + bias[4 * q + 3];
+            }
+#pragma unroll
+            for (int v = 0; v < V; ++v) x[v] = apply_epilogue_kind<decltype(kind)::value>(x[v], args.ep);
+            OutT* dst = out + (size_t)(m0 + r) * args.n + n;
+            using T2 = typename Ops<OutT>::T2;
+            uint32_t words[V / 2];
+#pragma unroll
+            for (int p = 0; p < V / 2; ++p) {
+                T2 t;
+                t.x = OutT(x[2 * p]);
+                t.y = OutT(x[2 * p + 1]);
+                words[p] = *reinterpret_cast<uint32_t*>(&t);
+            }
+            if (whole) {
+                *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+            } else {
+#pragma unroll
+                for (int p = 0; p < V / 2; ++p)
+                    if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
+            }
         }
-#pragma unroll
-        for (int v = 0; v < V; ++v) x[v] = apply_epilogue(x[v], args.ep);
-        OutT* dst = out + (size_t)(m0 + r) * args.n + n;
-        using T2 = typename Ops<OutT>::T2;
-        uint32_t words[V / 2];
-#pragma unroll
-        for (int p = 0; p < V / 2; ++p) {
-            T2 t;
-            t.x = OutT(x[2 * p]);
-            t.y = OutT(x[2 * p + 1]);
-            words[p] = *reinterpret_cast<uint32_t*>(&t);
-        }
-        if (whole) {
-            *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
-        } else {
-#pragma unroll
-            for (int p = 0; p < V / 2; ++p)
-                if (n + 2 * p < args.n) *reinterpret_cast<uint32_t*>(dst + 2 * p) = words[p];
-        }
-    }
+    });
 }
 
 // TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
