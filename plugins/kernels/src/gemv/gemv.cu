@@ -154,7 +154,8 @@ bool ring_wide(const trt_woq_linear_params* p, const DeviceInfo& dev) {
  *                nt4 / the GEMM (K < 8192 and 32-channel CTAs in one wave: N = 4096) stay. M = 12 / 16 against the
  *                dispatch's earlier picks (nt8 / the GEMM, timed in the previous call on the same machine): 4096 x 6144
  *                13.6 / 14.0 vs 15.3 / 16.7 us, 8192 x 10240 34.9 / 36.0 vs 38.4 / 38.6, 14336 x 4096 20.3 vs 25.6
- *                at M = 12. */
+ *                at M = 12; from M = 13 also not where K >= 8192 and the 64-channel CTAs fill less than a wave
+ *                (14336 x 4096, M = 15 / 16: 29.5 / 30.2 us against the GEMM's 26.0 at M = 16, one run). */
 int resident_pick(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
     if (p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm < 90 || p->m < 6 || device_info(&dev) != TRT_WOQ_OK ||
@@ -165,6 +166,7 @@ int resident_pick(const trt_woq_linear_params* p, int32_t sm) {
     const int64_t tiles8 = (p->n + 63) / 64;
     const bool one_wave = tiles8 <= dev.sms && 10 * tiles8 >= 9 * int64_t{dev.sms};
     if (p->k >= 8192 && (one_wave || tiles8 >= 6 * int64_t{dev.sms})) return 0;
+    if (p->k >= 8192 && p->m > 12 && 10 * tiles8 < 9 * int64_t{dev.sms}) return 0;
     if (p->k < 8192 && (p->n + 31) / 32 <= dev.sms) return 0;
     return 4;
 }
