@@ -233,12 +233,12 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 }  // namespace
 }  // namespace gemv
 
-// Every entry runs every (bits, activation, group, zeros, bias) combination (the shared-activation one INT8 / INT4
-// only); they differ in channels per CTA and in whether K may be split over a thread-block cluster (SM90+). For compilation speed only these (NT, rows) pairs
-// are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16), and (2, 16) resident; so the per-warp NT = 2 and NT = 6 serve
-// M <= 8 only. NT = 6 (48 channels)
-// makes N = 6144 one CTA per SM on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were
-// slower everywhere in the H100 sweep.)
+// Every entry runs every (bits, activation, group, zeros, bias) combination (the shared-activation ones INT8 / INT4
+// only); they differ in channels per CTA and in whether K may be split over a thread-block cluster (SM90+). For
+// compilation speed only these (NT, rows) pairs are built: (2, 8), (4, 8), (6, 8), (4, 16), (8, 16), and (2, 16)
+// resident; so the per-warp NT = 2 and NT = 6 serve M <= 8 only. NT = 6 (48 channels) makes N = 6144 one CTA per SM
+// on 132 SMs instead of NT = 4's uneven 1.45. (NT = 1 and a non-cluster split were slower everywhere in the H100
+// sweep.)
 #define TRT_WOQ_GEMV_CANDIDATE(name, NT, CLUSTER, KPARTS, XS)                                                   \
     {name, XS ? kIntWeightOnlyLinear : kWeightOnlyLinear, gemv::supports<NT, CLUSTER, KPARTS, XS>,               \
      gemv::no_workspace, gemv::launch<NT, CLUSTER, KPARTS, XS>, gemv::score<NT, CLUSTER, KPARTS, XS>}
