@@ -81,24 +81,42 @@ trt_woq_status record_cuda_error(cudaError_t err);
 /* Launch-time check: TRT_WOQ_OK, or the status of the last launch error (recorded). */
 trt_woq_status check_launch();
 
-/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
+/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. With
+ * `programmatic`, a programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization): the kernel may
+ * start once every CTA of the kernel ahead of it on the stream ran `griddepcontrol.launch_dependents`, and reads that
+ * kernel's results only after `griddepcontrol.wait`. */
 template <typename... Params, typename... Args>
-trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
-                                  cudaStream_t stream, const Args&... args) {
+trt_woq_status launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                         bool programmatic, cudaStream_t stream, const Args&... args) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    config.attrs = &attr;
-    config.numAttrs = cluster > 1 ? 1 : 0;
+    cudaLaunchAttribute attrs[2];
+    unsigned count = 0;
+    if (cluster > 1) {
+        attrs[count].id = cudaLaunchAttributeClusterDimension;
+        attrs[count].val.clusterDim.x = cluster;
+        attrs[count].val.clusterDim.y = 1;
+        attrs[count].val.clusterDim.z = 1;
+        ++count;
+    }
+    if (programmatic) {
+        attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[count].val.programmaticStreamSerializationAllowed = 1;
+        ++count;
+    }
+    config.attrs = attrs;
+    config.numAttrs = count;
     const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
     return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+}
+
+template <typename... Params, typename... Args>
+trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                                  cudaStream_t stream, const Args&... args) {
+    return launch_ex(kernel, grid, block, smem, cluster, false, stream, args...);
 }
 
 }  // namespace trt_woq

@@ -10,7 +10,8 @@
  *                  cp.async multi-stage pipeline; per K group g it adds
  *                  s_a[m, g] * s_w[g, n] * C_g[m, n] (+ o_a[m, g] * weight_sums[g, n] * s_w[g, n]) in FP32.
  *   gemm_s8_ws:    SM90a, per-channel weights: warp-specialized wgmma s8 x u8 with both operands fed by TMA into an
- *                  mbarrier pipeline, persistent grid with a K split of the last wave (the dispatch's SM90 path).
+ *                  mbarrier pipeline, persistent grid with a K split or stream-K of the last wave, optionally a
+ *                  programmatic dependent launch after the quantize kernel (the dispatch's SM90 path).
  *   gemm_s8_wgmma: SM90a, the same product fed by cp.async from every thread (by candidate id only).
  *   M <= 16:       the INT8 weight-only GEMV on the same packed weights and scales (no activation quantization).
  */
@@ -122,6 +123,20 @@ __device__ __forceinline__ void zero_flags(unsigned* zero, int zero_count) {
         for (int i = threadIdx.x; i < zero_count; i += kQThreads) zero[i] = 0u;
 }
 
+// Programmatic dependent launch (sm_90): the quantize kernels let the GEMM launched after them with
+// `launch_ex(..., programmatic = true, ...)` start at once (its prologue and first weight loads overlap their tail);
+// the GEMM waits for their writes before it reads them. Both are no-ops without such a launch.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
 // lanes.
 template <typename T, bool ASYM>
@@ -129,6 +144,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
                                                              float* __restrict__ scales, float* __restrict__ offsets,
                                                              int* __restrict__ sums, int k, int block,
                                                              unsigned* zero, int zero_count) {
+    pdl_trigger();
     zero_flags(zero, zero_count);
     const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
     const T* xr = x + (size_t)row * k;
@@ -166,6 +182,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__
                                                            float* __restrict__ scales, float* __restrict__ offsets,
                                                            int* __restrict__ sums, int k, unsigned* zero,
                                                            int zero_count) {
+    pdl_trigger();
     zero_flags(zero, zero_count);
     __shared__ float red[2][kQThreads / 32];
     __shared__ int red_sum[kQThreads / 32];
@@ -742,7 +759,12 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //     tile's flag; the last slice (the highest item of the tile) waits for the count, adds the slots in order
 //     (exact: integers) and runs the epilogue. dp_tiles is a multiple of the grid, so a split slice is its CTA's
 //     last item and a tail's partners are CTAs of lower index, launched before it: no wait on a CTA that may not
-//     be resident yet, whatever the SM count.
+//     be resident yet, whatever the SM count. Stream-K tail (stream tiles): the last wave's unit x K-tile
+//     iterations are cut into equal contiguous runs, one per cluster, each taken from its last unit down (next_piece
+//     in the kernel); a unit's sums are added by the cluster holding its last K tile, from clusters of lower index.
+//   * programmatic dependent launch (pdl tiles): the producer loads the first S stages' weights, then waits for the
+//     quantize kernel (griddepcontrol.wait) before loading their codes; the consumers wait for it before they read
+//     its scales, sums and zeroed counters.
 constexpr int kWsBK = 128;                     // k per stage
 constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
@@ -764,7 +786,8 @@ struct WsLayout {
 
 // A warp-specialized configuration: WGM / MT / BNW (WsLayout), the packed-line operand, a cluster of CM M tiles x
 // CN N tiles (the weight lines multicast to the CM CTAs of an N tile, the codes to the CN CTAs of an M tile), and
-// LEAN: one release per consumer warpgroup and 4-channel stores (dequant_store_quads).
+// LEAN: one release per consumer warpgroup, the tail counters zeroed by the quantize kernel, and with the line
+// operand 4-channel stores (dequant_store_quads).
 template <int WGM, int MT, int BNW, bool LINES, int CM = 1, int CN = 1, bool LEAN = false>
 struct WsCfg {
     static constexpr int kWgm = WGM, kMt = MT, kBnw = BNW, kCm = CM, kCn = CN;
@@ -779,8 +802,9 @@ struct WsArgs {
     EpiArgs epi;
     int k;
     int m_units, n_units, units, dp_tiles, split, share;  // schedule (above), in units of one cluster's tiles
-    int* partials;         // [slot][kPart] INT32, slot = CLUSTER * (item - dp_tiles) + rank
-    unsigned int* flags;   // one per split tile, zeroed before the launch
+    int stream_ctas;       // > 0: the units past dp_tiles run stream-K over that many clusters (split is 1)
+    int* partials;         // [slot][kPart] INT32, slot = CLUSTER * z + rank (z: split item - dp_tiles, or cluster)
+    unsigned int* flags;   // split: one per CTA of a split unit; stream-K: one per CTA of a cluster; zeroed before
 };
 
 #ifdef TRT_WOQ_WGMMA
@@ -816,28 +840,71 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
 
-    // Work item `item`: a whole unit, or K slice `slice` of a split unit (the CTAs of a cluster take the same
-    // items); this CTA's tile in it is M tile `rm`, N tile `rn` of the unit.
+    // A piece of work: K tiles [kt_begin, kt_end) of unit `unit` (the CTAs of a cluster take the same pieces; this
+    // CTA's tile in the unit is M tile `rm`, N tile `rn`). `store` >= 0: store the INT32 sums to slot `store` and
+    // count on flag `flag` (or, when flag < 0, on the slot's own flag); hi > lo: first add the slots lo .. hi - 1,
+    // once flag `flag` reached hi - lo (or, when flag < 0, each slot's own flag is set); then the epilogue.
     const int rank = blockIdx.x % CLUSTER, rm = rank % CM, rn = rank / CM, k_tiles = args.k / kWsBK;
     const int first_item = blockIdx.x / CLUSTER, item_step = gridDim.x / CLUSTER;
-    const int items = args.dp_tiles + (args.units - args.dp_tiles) * args.split;
     struct Piece {
-        int unit, slice, kt_begin, kt_end, m0, n0;
+        int unit, kt_begin, kt_end, m0, n0, store, flag, lo, hi;
     };
-    auto piece_of = [&](int item) {
-        Piece q{item, -1, 0, k_tiles, 0, 0};
-        if (item >= args.dp_tiles) {
-            const int c = item - args.dp_tiles;
-            q.unit = args.dp_tiles + c / args.split;
-            q.slice = c % args.split;
-            q.kt_begin = q.slice * args.share;
-            q.kt_end = min(k_tiles, q.kt_begin + args.share);  // non-empty: the host keeps (split - 1) * share < K
-        }
+    auto make_piece = [&](int unit, int kt_begin, int kt_end) {
+        Piece q{unit, kt_begin, kt_end, 0, 0, -1, -1, 0, 0};
         int m_unit, n_unit;
-        gemm::band_coords(q.unit, args.m_units, args.n_units, m_unit, n_unit);
+        gemm::band_coords(unit, args.m_units, args.n_units, m_unit, n_unit);
         q.m0 = (m_unit * CM + rm) * L::kBM;
         q.n0 = (n_unit * CN + rn) * L::kBN;
         return q;
+    };
+    // This CTA's pieces in order: whole units (items c, c + grid, ... below dp_tiles), then the tail. Split: items
+    // from dp_tiles on are K slices `split` per unit; the last slice (highest item) adds the others. Stream-K: the
+    // tail's unit x K-tile iterations are cut into stream_ctas contiguous ranges, cluster c taking range c from its
+    // last unit down to its first; the cluster holding a unit's last K tile adds the sums of the lower clusters that
+    // share it, which each took that unit first (their ranges end in it): it only waits on CTAs of lower index.
+    // next_piece(cursor, q) sets the next piece and returns true, or returns false after the last.
+    const int sc = args.stream_ctas;
+    const int64_t iters = int64_t(args.units - args.dp_tiles) * k_tiles;  // stream-K: >= sc, no range is empty
+    const int64_t sk_begin = first_item < sc ? first_item * iters / sc : 0;
+    const int64_t sk_end = first_item < sc ? (first_item + 1) * iters / sc : 0;
+    struct Cursor {
+        int item;
+        int64_t unit;  // stream-K: the tail unit to take next, down to sk_begin / k_tiles
+    };
+    const Cursor start{first_item, sk_end > sk_begin ? (sk_end - 1) / k_tiles : -1};
+    auto next_piece = [&](Cursor& cur, Piece& q) {
+        if (cur.item < args.dp_tiles) {
+            q = make_piece(cur.item, 0, k_tiles);
+            cur.item += item_step;
+            return true;
+        }
+        if (sc == 0) {
+            if (cur.item >= args.dp_tiles + (args.units - args.dp_tiles) * args.split) return false;
+            const int c = cur.item - args.dp_tiles, slice = c % args.split;
+            const int kt_begin = slice * args.share;  // non-empty: the host keeps (split - 1) * share < K
+            q = make_piece(args.dp_tiles + c / args.split, kt_begin, min(k_tiles, kt_begin + args.share));
+            q.flag = q.unit - args.dp_tiles;
+            if (slice < args.split - 1) {
+                q.store = c;
+            } else {
+                q.lo = c - slice;
+                q.hi = c;
+            }
+            cur.item += item_step;
+            return true;
+        }
+        if (cur.unit < 0 || cur.unit < sk_begin / k_tiles) return false;
+        const int64_t first = cur.unit * k_tiles, last = first + k_tiles;
+        q = make_piece(args.dp_tiles + int(cur.unit), int(max(sk_begin, first) - first),
+                       int(min(sk_end, last) - first));
+        if (q.kt_end < k_tiles) {
+            q.store = first_item;
+        } else if (q.kt_begin > 0) {
+            q.lo = int(((first + 1) * sc - 1) / iters);  // the cluster whose range holds the unit's first K tile
+            q.hi = first_item;
+        }
+        --cur.unit;
+        return true;
     };
 
     if (tid == 0) {
@@ -860,38 +927,60 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
     for (int i = 0; i < CM; ++i) same_n_mask |= uint16_t(1u << (i + CM * rn));
 
+    // One stage's loads onto barrier `bar`: the weight lines / channel rows of N tile n0, the codes of M tile m0.
+    auto load_b = [&](uint32_t sb, uint32_t bar, int kt, int n0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if constexpr (CM > 1) {  // this rank's share of the lines, into the CTAs of its N tile
+                constexpr int kLines = L::kBN / 2 / CM;
+                gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rm * kLines * 128, &tmap_b, (kt * 2 + h) * 128,
+                                            n0 / 2 + rm * kLines, bar, same_n_mask);
+            } else if constexpr (LINES) {
+                gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
+            } else {
+                tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+            }
+        }
+    };
+    auto load_a = [&](uint32_t sa, uint32_t bar, int kt, int m0) {
+        if constexpr (CN > 1) {  // this rank's share of the code rows, into the CTAs of its M tile
+            constexpr int kRows = L::kBM / CN;
+            gemm::tma_load_2d_multicast(sa + rn * kRows * 128, &tmap_a, kt * kWsBK, m0 + rn * kRows, bar,
+                                        same_m_mask);
+        } else if constexpr (LINES) {
+            gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
+        }
+    };
+
     if (wg == 0) {
         gemm::regs_dealloc<kWsProducerRegs>();
         if (tid == 0) {
+            // The weights do not depend on the quantize kernel: the first S stages load them before waiting for
+            // its codes (under a programmatic launch, while it still runs).
+            int early = 0;
+            Piece q;
+            for (Cursor cur = start; early < S && next_piece(cur, q);)
+                for (int kt = q.kt_begin; kt < q.kt_end && early < S; ++kt, ++early) {
+                    const uint32_t bar = full_bar + 8 * early;
+                    gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                    load_b(base + early * L::kStageBytes + L::kABytes, bar, kt, q.n0);
+                }
+            pdl_wait();
             int g = 0;  // stage uses so far: stage g % S, phase (g / S) & 1
-            for (int item = first_item; item < items; item += item_step) {
-                const Piece q = piece_of(item);
-                const int m0 = q.m0, n0 = q.n0;
+            for (Cursor cur = start; next_piece(cur, q);) {
                 for (int kt = q.kt_begin; kt < q.kt_end; ++kt, ++g) {
                     const int s = g % S;
                     if (g >= S) gemm::mbar_wait(empty_bar + 8 * s, (g / S - 1) & 1);
-                    const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
-                    gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
-                    if constexpr (CN > 1) {  // this rank's share of the code rows, into the CTAs of its M tile
-                        constexpr int kRows = L::kBM / CN;
-                        gemm::tma_load_2d_multicast(sa + rn * kRows * 128, &tmap_a, kt * kWsBK, m0 + rn * kRows, bar,
-                                                    same_m_mask);
-                    } else if constexpr (LINES) {
-                        gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+                    const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes;
+                    if (g >= early) {
+                        gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                        load_b(sa + L::kABytes, bar, kt, q.n0);
                     }
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        if constexpr (CM > 1) {  // this rank's share of the lines, into the CTAs of its N tile
-                            constexpr int kLines = L::kBN / 2 / CM;
-                            gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rm * kLines * 128, &tmap_b,
-                                                        (kt * 2 + h) * 128, n0 / 2 + rm * kLines, bar, same_n_mask);
-                        } else if constexpr (LINES) {
-                            gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
-                        } else {
-                            gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
-                            tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
-                        }
-                    }
+                    load_a(sa, bar, kt, q.m0);
                 }
             }
             // Cluster: the last stages' releases include the peer's remote arrivals; stay until they landed.
@@ -902,6 +991,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
 
     gemm::regs_alloc<kWsConsumerRegs>();
+    pdl_wait();  // the epilogue reads the quantize kernel's scales and sums, the tail split its zeroed counters
     const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
     const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
     // A stage use this warpgroup has read is released in this CTA and in every CTA whose producer writes into it
@@ -918,8 +1008,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
     int acc[MT][BNW / 2];
     int g = 0;  // stage uses so far, as the producer counts them
-    for (int item = first_item; item < items; item += item_step) {
-        const Piece q = piece_of(item);
+    Piece q;
+    for (Cursor cur = start; next_piece(cur, q);) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -955,24 +1045,29 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         gemm::wgmma_wait<0>();
         release(g - 1);
 
-        if (q.slice >= 0) {
-            const int c = item - args.dp_tiles;
-            unsigned int* flag = args.flags + (q.unit - args.dp_tiles) * CLUSTER + rank;
-            if (q.slice < args.split - 1) {  // store this slice's sums, then count it
-                int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
+        auto flag = [&](int z) { return args.flags + (q.flag >= 0 ? q.flag : z) * CLUSTER + rank; };
+        if (q.store >= 0) {  // store this piece's sums, then count it
+            int* dst = args.partials + (size_t)(q.store * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
-                __threadfence();
-                gemm::consumers_sync();
-                if (ctid == 0) gemm::flag_release_add(flag);
-                continue;
-            }
-            if (ctid == 0)
-                while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
+                for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
+            __threadfence();
             gemm::consumers_sync();
-            for (int z = c - q.slice; z < c; ++z) {
+            if (ctid == 0) gemm::flag_release_add(flag(q.store));
+            continue;
+        }
+        if (q.hi > q.lo) {
+            if (ctid == 0) {
+                if (q.flag >= 0) {
+                    while (gemm::flag_acquire_load(flag(0)) < unsigned(q.hi - q.lo)) __nanosleep(128);
+                } else {
+                    for (int z = q.lo; z < q.hi; ++z)
+                        while (gemm::flag_acquire_load(flag(z)) == 0u) __nanosleep(128);
+                }
+            }
+            gemm::consumers_sync();
+            for (int z = q.lo; z < q.hi; ++z) {
                 const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
@@ -985,7 +1080,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const int row = q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4, n0 = q.n0 + wn * BNW;
-                if constexpr (LEAN)
+                if constexpr (LEAN && LINES)
                     dequant_store_quads<BNW / 16, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
                 else
                     dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
@@ -1011,7 +1106,9 @@ struct Tile {
     int bm, bn;
     Kind kind;         // all but kMma: SM90a, per-channel weights, K % 128 == 0
     int cm = 1, cn = 1;  // kWsLines: a cluster of cm neighbouring M tiles (sharing weights) x cn N tiles (codes)
-    bool lean = false;   // kWsLines: WsCfg's LEAN
+    bool lean = false;   // warp-specialized: WsCfg's LEAN
+    bool pdl = false;    // lean: the GEMM is a programmatic dependent launch after the quantize kernel
+    bool stream = false;  // lean: a last wave under 80 % full runs stream-K instead of K slices (ws_plan)
     constexpr int cluster() const { return cm * cn; }
 };
 constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
@@ -1029,7 +1126,11 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_wsc_128x256_1x1", 128, 256, Kind::kWsLines, 1, 1, true},
                            {"w8a8_wsc_128x256_2x1", 128, 256, Kind::kWsLines, 2, 1, true},
                            {"w8a8_wsc_128x256_1x2", 128, 256, Kind::kWsLines, 1, 2, true},
-                           {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true}};
+                           {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true},
+                           {"w8a8_wsp_128x256", 128, 256, Kind::kWsLines, 1, 1, true, true},
+                           {"w8a8_wsp_128x128", 128, 128, Kind::kWs, 1, 1, true, true},
+                           {"w8a8_wss_128x256", 128, 256, Kind::kWsLines, 1, 1, true, true, true},
+                           {"w8a8_wss_128x128", 128, 128, Kind::kWs, 1, 1, true, true, true}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
@@ -1048,6 +1149,7 @@ auto visit_ws(const Tile& t, F&& f) {
         if (t.bm == 64) return f(WsCfg<1, 1, 256, true>{});
         return f(WsCfg<2, 1, 256, true>{});
     }
+    if (t.lean) return f(WsCfg<2, 1, 128, false, 1, 1, true>{});
     if (t.bm == 64) return f(WsCfg<1, 1, 128, false>{});
     if (t.bm == 256) return f(WsCfg<2, 2, 128, false>{});
     if (t.bn == 256) return f(WsCfg<2, 1, 256, false>{});
@@ -1114,10 +1216,12 @@ int ws_wave(int tile) {
 
 // The warp-specialized schedule (gemm_s8_ws), in units of one cluster's tiles: whole units for the full waves; the
 // last partial wave's units split along K into as many slices as the wave has room for, at most kMaxSplit (the
-// last slice adds the others' sums serially).
+// last slice adds the others' sums serially), or (stream tiles, when that wave is under 80 % full) stream-K over
+// the wave: each cluster takes an equal run of at least a quarter unit's K tiles, so that a unit's sums are added
+// from at most about five clusters.
 constexpr int kMaxSplit = 4;
 struct WsPlan {
-    int m_units, n_units, dp_tiles, split, share;
+    int m_units, n_units, dp_tiles, split, share, stream_ctas;
     int64_t units;
 };
 WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
@@ -1133,6 +1237,15 @@ WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
     w.dp_tiles = int(w.units);
     w.split = 1;
     w.share = k_tiles;
+    if (t.stream && rest > 0 && rest * 5 < wave * 4) {
+        const int64_t iters = int64_t(rest) * k_tiles;
+        const int stream_ctas = int(std::min<int64_t>(wave, iters / std::max(2, (k_tiles + 3) / 4)));
+        if (stream_ctas > rest) {
+            w.dp_tiles = int(w.units) - rest;
+            w.stream_ctas = stream_ctas;
+            return w;
+        }
+    }
     const int split = rest == 0 ? 1 : std::min(std::min(wave / rest, kMaxSplit), k_tiles);
     if (split >= 2) {
         const int share = (k_tiles + split - 1) / split;
@@ -1145,21 +1258,26 @@ WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
     }
     return w;
 }
-// Units computed in K slices, times the slices (the partial slots and flags are per CTA of such a unit).
-int64_t ws_slices(const WsPlan& w) { return w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split; }
+// Work items past the whole units: K slices of the split units, or the stream-K clusters; as many partial slots.
+int64_t ws_tail_items(const WsPlan& w) {
+    return w.stream_ctas > 0 ? w.stream_ctas : w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split;
+}
+// Tail counters: one per CTA of a split unit, or of a stream-K cluster.
+int64_t ws_flag_count(const WsPlan& w, const Tile& t) {
+    return (w.stream_ctas > 0 ? w.stream_ctas : w.split < 2 ? 0 : w.units - w.dp_tiles) * t.cluster();
+}
 size_t quantize_bytes(const trt_woq_linear_params* p) { return codes_bytes(p) + 3 * params_bytes(p); }
 size_t ws_slots_bytes(const WsPlan& w, const Tile& t) {
-    return align256(size_t(ws_slices(w)) * t.cluster() * t.bm * t.bn * sizeof(int));
+    return align256(size_t(ws_tail_items(w)) * t.cluster() * t.bm * t.bn * sizeof(int));
 }
-// Workspace after the quantize kernel's outputs: the partial slots, then the split counters.
+// Workspace after the quantize kernel's outputs: the partial slots, then the tail counters.
 unsigned* ws_flags(const trt_woq_linear_params* p, int tile, const WsPlan& w) {
     return reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p->workspace) + quantize_bytes(p) +
                                        ws_slots_bytes(w, kTiles[tile]));
 }
 size_t ws_extra_bytes(const trt_woq_linear_params* p, int tile) {
     const WsPlan w = ws_plan(p, tile);
-    if (w.split < 2) return 0;
-    return ws_slots_bytes(w, kTiles[tile]) + size_t(w.units - w.dp_tiles) * kTiles[tile].cluster() * sizeof(unsigned);
+    return ws_slots_bytes(w, kTiles[tile]) + size_t(ws_flag_count(w, kTiles[tile])) * sizeof(unsigned);
 }
 
 // cuTensorMapEncodeTiled for a byte tensor with zero fill (the driver's, reached through the runtime: the library
@@ -1181,13 +1299,14 @@ bool encode_bytes(CUtensorMap* map, int rank, const void* base, const cuuint64_t
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Raises `kernel`'s dynamic shared-memory limit and launches it, in clusters of `cluster` CTAs along x.
+// Raises `kernel`'s dynamic shared-memory limit and launches it in clusters of `cluster` CTAs along x; with
+// `programmatic`, as a programmatic dependent launch after the quantize kernel (launch_ex).
 template <typename... Params, typename... Args>
-trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, dim3 grid, int threads, int smem,
-                                cudaStream_t stream, const Args&... args) {
+trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, bool programmatic, dim3 grid, int threads,
+                                int smem, cudaStream_t stream, const Args&... args) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return record_cuda_error(err);
-    return launch_in_clusters(kernel, grid, dim3(threads), smem, unsigned(cluster), stream, args...);
+    return launch_ex(kernel, grid, dim3(threads), smem, unsigned(cluster), programmatic, stream, args...);
 }
 
 template <class C, typename T, bool ASYM>
@@ -1216,19 +1335,21 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, int tile, const EpiArgs
              encode_bytes(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_64B);
     }
     if (!ok) return record_cuda_error(cudaErrorInvalidValue);
-    WsArgs args{epi, int(p->k), w.m_units, w.n_units, int(w.units), w.dp_tiles, w.split, w.share, nullptr, nullptr};
-    if (w.split > 1) {
+    WsArgs args{epi, int(p->k), w.m_units, w.n_units, int(w.units), w.dp_tiles, w.split, w.share, w.stream_ctas,
+                nullptr, nullptr};
+    if (ws_tail_items(w) > 0) {
         args.partials = reinterpret_cast<int*>(static_cast<uint8_t*>(p->workspace) + quantize_bytes(p));
         args.flags = ws_flags(p, tile, w);
         if (!C::kLean) {  // else zeroed by the quantize kernel
-            const size_t flags = size_t(w.units - w.dp_tiles) * CLUSTER * sizeof(unsigned);
+            const size_t flags = size_t(ws_flag_count(w, kTiles[tile])) * sizeof(unsigned);
             const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
             if (err != cudaSuccess) return record_cuda_error(err);
         }
     }
-    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), ws_wave(tile) / CLUSTER) * CLUSTER;  // persistent
-    return launch_clustered(gemm_s8_ws<C, T, ASYM>, CLUSTER, dim3(unsigned(ctas)), kWsThreads, L::kSmem, stream, args,
-                            tmap_a, tmap_b);
+    // persistent: one wave at most
+    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_tail_items(w), ws_wave(tile) / CLUSTER) * CLUSTER;
+    return launch_clustered(gemm_s8_ws<C, T, ASYM>, CLUSTER, kTiles[tile].pdl, dim3(unsigned(ctas)), kWsThreads,
+                            L::kSmem, stream, args, tmap_a, tmap_b);
 }
 
 template <typename T, bool ASYM>
@@ -1245,10 +1366,8 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     int zero_count = 0;
     if (t.lean) {
         const WsPlan w = ws_plan(p, tile);
-        if (w.split > 1) {
-            zero = ws_flags(p, tile, w);
-            zero_count = int((w.units - w.dp_tiles) * t.cluster());
-        }
+        zero_count = int(ws_flag_count(w, t));
+        if (zero_count > 0) zero = ws_flags(p, tile, w);
     }
     if (block <= 256 && (block & (block - 1)) == 0) {  // the lanes of a block form an aligned power-of-two group
         quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block, zero,
@@ -1269,18 +1388,20 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     if (t.kind == Kind::kWgmma) {
         const WgArgs args{codes, static_cast<const int8_t*>(p->packed_weight), epi, k};
         const int smem = kWgStages * (t.bm + t.bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
-        if (t.bn == 256) return launch_clustered(gemm_s8_wgmma<128, 256, T, ASYM>, 1, grid, 256, smem, stream, args);
-        if (t.bm == 64) return launch_clustered(gemm_s8_wgmma<64, 128, T, ASYM>, 1, grid, 128, smem, stream, args);
-        return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, grid, 256, smem, stream, args);
+        if (t.bn == 256)
+            return launch_clustered(gemm_s8_wgmma<128, 256, T, ASYM>, 1, false, grid, 256, smem, stream, args);
+        if (t.bm == 64)
+            return launch_clustered(gemm_s8_wgmma<64, 128, T, ASYM>, 1, false, grid, 128, smem, stream, args);
+        return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, false, grid, 256, smem, stream, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
                         static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32,
                         epilogue_of(*p)};
     if (t.bm == 128)
-        return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (128 * kBK + kBN / 2 * 128),
-                                stream, args);
-    return launch_clustered(gemm_s8<64, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (64 * kBK + kBN / 2 * 128),
-                            stream, args);
+        return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, false, grid, 256,
+                                kStages * (128 * kBK + kBN / 2 * 128), stream, args);
+    return launch_clustered(gemm_s8<64, kBN, 2, 4, T, ASYM>, 1, false, grid, 256,
+                            kStages * (64 * kBK + kBN / 2 * 128), stream, args);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1403,6 +1524,10 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(13),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(14),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(15),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(16),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(17),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(18),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(19),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 
