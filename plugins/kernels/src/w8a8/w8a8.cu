@@ -10,8 +10,8 @@
  *                  cp.async multi-stage pipeline; per K group g it adds
  *                  s_a[m, g] * s_w[g, n] * C_g[m, n] (+ o_a[m, g] * weight_sums[g, n] * s_w[g, n]) in FP32.
  *   gemm_s8_ws:    SM90a, per-channel weights: warp-specialized wgmma s8 x u8 with both operands fed by TMA into an
- *                  mbarrier pipeline, persistent grid with a K split or stream-K of the last wave, optionally a
- *                  programmatic dependent launch after the quantize kernel (the dispatch's SM90 path).
+ *                  mbarrier pipeline, persistent grid with a K split of the last wave, optionally a programmatic
+ *                  dependent launch after the quantize kernel (the dispatch's SM90 path).
  *   gemm_s8_wgmma: SM90a, the same product fed by cp.async from every thread (by candidate id only).
  *   M <= 16:       the INT8 weight-only GEMV on the same packed weights and scales (no activation quantization).
  */
@@ -759,12 +759,10 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //     tile's flag; the last slice (the highest item of the tile) waits for the count, adds the slots in order
 //     (exact: integers) and runs the epilogue. dp_tiles is a multiple of the grid, so a split slice is its CTA's
 //     last item and a tail's partners are CTAs of lower index, launched before it: no wait on a CTA that may not
-//     be resident yet, whatever the SM count. Stream-K tail (stream tiles): the last wave's unit x K-tile
-//     iterations are cut into equal contiguous runs, one per cluster, each taken from its last unit down (next_piece
-//     in the kernel); a unit's sums are added by the cluster holding its last K tile, from clusters of lower index.
-//   * programmatic dependent launch (pdl tiles): the producer loads the first S stages' weights, then waits for the
-//     quantize kernel (griddepcontrol.wait) before loading their codes; the consumers wait for it before they read
-//     its scales, sums and zeroed counters.
+//     be resident yet, whatever the SM count.
+//   * programmatic dependent launch (pdl tiles): the producer loads the weights of its first item's first S
+//     stages, then waits for the quantize kernel (griddepcontrol.wait) before loading their codes; the consumers
+//     wait for it before they read its scales, sums and zeroed counters.
 constexpr int kWsBK = 128;                     // k per stage
 constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
@@ -802,9 +800,8 @@ struct WsArgs {
     EpiArgs epi;
     int k;
     int m_units, n_units, units, dp_tiles, split, share;  // schedule (above), in units of one cluster's tiles
-    int stream_ctas;       // > 0: the units past dp_tiles run stream-K over that many clusters (split is 1)
-    int* partials;         // [slot][kPart] INT32, slot = CLUSTER * z + rank (z: split item - dp_tiles, or cluster)
-    unsigned int* flags;   // split: one per CTA of a split unit; stream-K: one per CTA of a cluster; zeroed before
+    int* partials;         // [slot][kPart] INT32, slot = CLUSTER * (item - dp_tiles) + rank
+    unsigned int* flags;   // one per split tile, zeroed before the launch
 };
 
 #ifdef TRT_WOQ_WGMMA
@@ -840,71 +837,28 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
 
-    // A piece of work: K tiles [kt_begin, kt_end) of unit `unit` (the CTAs of a cluster take the same pieces; this
-    // CTA's tile in the unit is M tile `rm`, N tile `rn`). `store` >= 0: store the INT32 sums to slot `store` and
-    // count on flag `flag` (or, when flag < 0, on the slot's own flag); hi > lo: first add the slots lo .. hi - 1,
-    // once flag `flag` reached hi - lo (or, when flag < 0, each slot's own flag is set); then the epilogue.
+    // Work item `item`: a whole unit, or K slice `slice` of a split unit (the CTAs of a cluster take the same
+    // items); this CTA's tile in it is M tile `rm`, N tile `rn` of the unit.
     const int rank = blockIdx.x % CLUSTER, rm = rank % CM, rn = rank / CM, k_tiles = args.k / kWsBK;
     const int first_item = blockIdx.x / CLUSTER, item_step = gridDim.x / CLUSTER;
+    const int items = args.dp_tiles + (args.units - args.dp_tiles) * args.split;
     struct Piece {
-        int unit, kt_begin, kt_end, m0, n0, store, flag, lo, hi;
+        int unit, slice, kt_begin, kt_end, m0, n0;
     };
-    auto make_piece = [&](int unit, int kt_begin, int kt_end) {
-        Piece q{unit, kt_begin, kt_end, 0, 0, -1, -1, 0, 0};
+    auto piece_of = [&](int item) {
+        Piece q{item, -1, 0, k_tiles, 0, 0};
+        if (item >= args.dp_tiles) {
+            const int c = item - args.dp_tiles;
+            q.unit = args.dp_tiles + c / args.split;
+            q.slice = c % args.split;
+            q.kt_begin = q.slice * args.share;
+            q.kt_end = min(k_tiles, q.kt_begin + args.share);  // non-empty: the host keeps (split - 1) * share < K
+        }
         int m_unit, n_unit;
-        gemm::band_coords(unit, args.m_units, args.n_units, m_unit, n_unit);
+        gemm::band_coords(q.unit, args.m_units, args.n_units, m_unit, n_unit);
         q.m0 = (m_unit * CM + rm) * L::kBM;
         q.n0 = (n_unit * CN + rn) * L::kBN;
         return q;
-    };
-    // This CTA's pieces in order: whole units (items c, c + grid, ... below dp_tiles), then the tail. Split: items
-    // from dp_tiles on are K slices `split` per unit; the last slice (highest item) adds the others. Stream-K: the
-    // tail's unit x K-tile iterations are cut into stream_ctas contiguous ranges, cluster c taking range c from its
-    // last unit down to its first; the cluster holding a unit's last K tile adds the sums of the lower clusters that
-    // share it, which each took that unit first (their ranges end in it): it only waits on CTAs of lower index.
-    // next_piece(cursor, q) sets the next piece and returns true, or returns false after the last.
-    const int sc = args.stream_ctas;
-    const int64_t iters = int64_t(args.units - args.dp_tiles) * k_tiles;  // stream-K: >= sc, no range is empty
-    const int64_t sk_begin = first_item < sc ? first_item * iters / sc : 0;
-    const int64_t sk_end = first_item < sc ? (first_item + 1) * iters / sc : 0;
-    struct Cursor {
-        int item;
-        int64_t unit;  // stream-K: the tail unit to take next, down to sk_begin / k_tiles
-    };
-    const Cursor start{first_item, sk_end > sk_begin ? (sk_end - 1) / k_tiles : -1};
-    auto next_piece = [&](Cursor& cur, Piece& q) {
-        if (cur.item < args.dp_tiles) {
-            q = make_piece(cur.item, 0, k_tiles);
-            cur.item += item_step;
-            return true;
-        }
-        if (sc == 0) {
-            if (cur.item >= args.dp_tiles + (args.units - args.dp_tiles) * args.split) return false;
-            const int c = cur.item - args.dp_tiles, slice = c % args.split;
-            const int kt_begin = slice * args.share;  // non-empty: the host keeps (split - 1) * share < K
-            q = make_piece(args.dp_tiles + c / args.split, kt_begin, min(k_tiles, kt_begin + args.share));
-            q.flag = q.unit - args.dp_tiles;
-            if (slice < args.split - 1) {
-                q.store = c;
-            } else {
-                q.lo = c - slice;
-                q.hi = c;
-            }
-            cur.item += item_step;
-            return true;
-        }
-        if (cur.unit < 0 || cur.unit < sk_begin / k_tiles) return false;
-        const int64_t first = cur.unit * k_tiles, last = first + k_tiles;
-        q = make_piece(args.dp_tiles + int(cur.unit), int(max(sk_begin, first) - first),
-                       int(min(sk_end, last) - first));
-        if (q.kt_end < k_tiles) {
-            q.store = first_item;
-        } else if (q.kt_begin > 0) {
-            q.lo = int(((first + 1) * sc - 1) / iters);  // the cluster whose range holds the unit's first K tile
-            q.hi = first_item;
-        }
-        --cur.unit;
-        return true;
     };
 
     if (tid == 0) {
@@ -959,19 +913,21 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if (wg == 0) {
         gemm::regs_dealloc<kWsProducerRegs>();
         if (tid == 0) {
-            // The weights do not depend on the quantize kernel: the first S stages load them before waiting for
-            // its codes (under a programmatic launch, while it still runs).
+            // The weights do not depend on the quantize kernel: the first item's first stages load them before
+            // waiting for its codes (under a programmatic launch, while it still runs).
             int early = 0;
-            Piece q;
-            for (Cursor cur = start; early < S && next_piece(cur, q);)
+            if (first_item < items) {
+                const Piece q = piece_of(first_item);
                 for (int kt = q.kt_begin; kt < q.kt_end && early < S; ++kt, ++early) {
                     const uint32_t bar = full_bar + 8 * early;
                     gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
                     load_b(base + early * L::kStageBytes + L::kABytes, bar, kt, q.n0);
                 }
+            }
             pdl_wait();
             int g = 0;  // stage uses so far: stage g % S, phase (g / S) & 1
-            for (Cursor cur = start; next_piece(cur, q);) {
+            for (int item = first_item; item < items; item += item_step) {
+                const Piece q = piece_of(item);
                 for (int kt = q.kt_begin; kt < q.kt_end; ++kt, ++g) {
                     const int s = g % S;
                     if (g >= S) gemm::mbar_wait(empty_bar + 8 * s, (g / S - 1) & 1);
@@ -1008,8 +964,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
     int acc[MT][BNW / 2];
     int g = 0;  // stage uses so far, as the producer counts them
-    Piece q;
-    for (Cursor cur = start; next_piece(cur, q);) {
+    for (int item = first_item; item < items; item += item_step) {
+        const Piece q = piece_of(item);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1045,29 +1001,24 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         gemm::wgmma_wait<0>();
         release(g - 1);
 
-        auto flag = [&](int z) { return args.flags + (q.flag >= 0 ? q.flag : z) * CLUSTER + rank; };
-        if (q.store >= 0) {  // store this piece's sums, then count it
-            int* dst = args.partials + (size_t)(q.store * CLUSTER + rank) * L::kPart + ctid;
+        if (q.slice >= 0) {
+            const int c = item - args.dp_tiles;
+            unsigned int* flag = args.flags + (q.unit - args.dp_tiles) * CLUSTER + rank;
+            if (q.slice < args.split - 1) {  // store this slice's sums, then count it
+                int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
-            __threadfence();
-            gemm::consumers_sync();
-            if (ctid == 0) gemm::flag_release_add(flag(q.store));
-            continue;
-        }
-        if (q.hi > q.lo) {
-            if (ctid == 0) {
-                if (q.flag >= 0) {
-                    while (gemm::flag_acquire_load(flag(0)) < unsigned(q.hi - q.lo)) __nanosleep(128);
-                } else {
-                    for (int z = q.lo; z < q.hi; ++z)
-                        while (gemm::flag_acquire_load(flag(z)) == 0u) __nanosleep(128);
-                }
+                    for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
+                __threadfence();
+                gemm::consumers_sync();
+                if (ctid == 0) gemm::flag_release_add(flag);
+                continue;
             }
+            if (ctid == 0)
+                while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
             gemm::consumers_sync();
-            for (int z = q.lo; z < q.hi; ++z) {
+            for (int z = c - q.slice; z < c; ++z) {
                 const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
@@ -1108,7 +1059,6 @@ struct Tile {
     int cm = 1, cn = 1;  // kWsLines: a cluster of cm neighbouring M tiles (sharing weights) x cn N tiles (codes)
     bool lean = false;   // warp-specialized: WsCfg's LEAN
     bool pdl = false;    // lean: the GEMM is a programmatic dependent launch after the quantize kernel
-    bool stream = false;  // lean: a last wave under 80 % full runs stream-K instead of K slices (ws_plan)
     constexpr int cluster() const { return cm * cn; }
 };
 constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
@@ -1128,9 +1078,7 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_wsc_128x256_1x2", 128, 256, Kind::kWsLines, 1, 2, true},
                            {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true},
                            {"w8a8_wsp_128x256", 128, 256, Kind::kWsLines, 1, 1, true, true},
-                           {"w8a8_wsp_128x128", 128, 128, Kind::kWs, 1, 1, true, true},
-                           {"w8a8_wss_128x256", 128, 256, Kind::kWsLines, 1, 1, true, true, true},
-                           {"w8a8_wss_128x128", 128, 128, Kind::kWs, 1, 1, true, true, true}};
+                           {"w8a8_wsp_128x128", 128, 128, Kind::kWs, 1, 1, true, true}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
@@ -1216,12 +1164,10 @@ int ws_wave(int tile) {
 
 // The warp-specialized schedule (gemm_s8_ws), in units of one cluster's tiles: whole units for the full waves; the
 // last partial wave's units split along K into as many slices as the wave has room for, at most kMaxSplit (the
-// last slice adds the others' sums serially), or (stream tiles, when that wave is under 80 % full) stream-K over
-// the wave: each cluster takes an equal run of at least a quarter unit's K tiles, so that a unit's sums are added
-// from at most about five clusters.
+// last slice adds the others' sums serially).
 constexpr int kMaxSplit = 4;
 struct WsPlan {
-    int m_units, n_units, dp_tiles, split, share, stream_ctas;
+    int m_units, n_units, dp_tiles, split, share;
     int64_t units;
 };
 WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
@@ -1237,15 +1183,6 @@ WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
     w.dp_tiles = int(w.units);
     w.split = 1;
     w.share = k_tiles;
-    if (t.stream && rest > 0 && rest * 5 < wave * 4) {
-        const int64_t iters = int64_t(rest) * k_tiles;
-        const int stream_ctas = int(std::min<int64_t>(wave, iters / std::max(2, (k_tiles + 3) / 4)));
-        if (stream_ctas > rest) {
-            w.dp_tiles = int(w.units) - rest;
-            w.stream_ctas = stream_ctas;
-            return w;
-        }
-    }
     const int split = rest == 0 ? 1 : std::min(std::min(wave / rest, kMaxSplit), k_tiles);
     if (split >= 2) {
         const int share = (k_tiles + split - 1) / split;
@@ -1258,26 +1195,21 @@ WsPlan ws_plan(const trt_woq_linear_params* p, int tile) {
     }
     return w;
 }
-// Work items past the whole units: K slices of the split units, or the stream-K clusters; as many partial slots.
-int64_t ws_tail_items(const WsPlan& w) {
-    return w.stream_ctas > 0 ? w.stream_ctas : w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split;
-}
-// Tail counters: one per CTA of a split unit, or of a stream-K cluster.
-int64_t ws_flag_count(const WsPlan& w, const Tile& t) {
-    return (w.stream_ctas > 0 ? w.stream_ctas : w.split < 2 ? 0 : w.units - w.dp_tiles) * t.cluster();
-}
+// Units computed in K slices, times the slices (the partial slots and flags are per CTA of such a unit).
+int64_t ws_slices(const WsPlan& w) { return w.split < 2 ? 0 : (w.units - w.dp_tiles) * w.split; }
 size_t quantize_bytes(const trt_woq_linear_params* p) { return codes_bytes(p) + 3 * params_bytes(p); }
 size_t ws_slots_bytes(const WsPlan& w, const Tile& t) {
-    return align256(size_t(ws_tail_items(w)) * t.cluster() * t.bm * t.bn * sizeof(int));
+    return align256(size_t(ws_slices(w)) * t.cluster() * t.bm * t.bn * sizeof(int));
 }
-// Workspace after the quantize kernel's outputs: the partial slots, then the tail counters.
+// Workspace after the quantize kernel's outputs: the partial slots, then the split counters.
 unsigned* ws_flags(const trt_woq_linear_params* p, int tile, const WsPlan& w) {
     return reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p->workspace) + quantize_bytes(p) +
                                        ws_slots_bytes(w, kTiles[tile]));
 }
 size_t ws_extra_bytes(const trt_woq_linear_params* p, int tile) {
     const WsPlan w = ws_plan(p, tile);
-    return ws_slots_bytes(w, kTiles[tile]) + size_t(ws_flag_count(w, kTiles[tile])) * sizeof(unsigned);
+    if (w.split < 2) return 0;
+    return ws_slots_bytes(w, kTiles[tile]) + size_t(w.units - w.dp_tiles) * kTiles[tile].cluster() * sizeof(unsigned);
 }
 
 // cuTensorMapEncodeTiled for a byte tensor with zero fill (the driver's, reached through the runtime: the library
@@ -1335,19 +1267,17 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, int tile, const EpiArgs
              encode_bytes(&tmap_b, 4, p->packed_weight, b_dims, b_strides, b_box, CU_TENSOR_MAP_SWIZZLE_64B);
     }
     if (!ok) return record_cuda_error(cudaErrorInvalidValue);
-    WsArgs args{epi, int(p->k), w.m_units, w.n_units, int(w.units), w.dp_tiles, w.split, w.share, w.stream_ctas,
-                nullptr, nullptr};
-    if (ws_tail_items(w) > 0) {
+    WsArgs args{epi, int(p->k), w.m_units, w.n_units, int(w.units), w.dp_tiles, w.split, w.share, nullptr, nullptr};
+    if (w.split > 1) {
         args.partials = reinterpret_cast<int*>(static_cast<uint8_t*>(p->workspace) + quantize_bytes(p));
         args.flags = ws_flags(p, tile, w);
         if (!C::kLean) {  // else zeroed by the quantize kernel
-            const size_t flags = size_t(ws_flag_count(w, kTiles[tile])) * sizeof(unsigned);
+            const size_t flags = size_t(w.units - w.dp_tiles) * CLUSTER * sizeof(unsigned);
             const cudaError_t err = cudaMemsetAsync(args.flags, 0, flags, stream);
             if (err != cudaSuccess) return record_cuda_error(err);
         }
     }
-    // persistent: one wave at most
-    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_tail_items(w), ws_wave(tile) / CLUSTER) * CLUSTER;
+    const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), ws_wave(tile) / CLUSTER) * CLUSTER;  // persistent
     return launch_clustered(gemm_s8_ws<C, T, ASYM>, CLUSTER, kTiles[tile].pdl, dim3(unsigned(ctas)), kWsThreads,
                             L::kSmem, stream, args, tmap_a, tmap_b);
 }
@@ -1366,8 +1296,10 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     int zero_count = 0;
     if (t.lean) {
         const WsPlan w = ws_plan(p, tile);
-        zero_count = int(ws_flag_count(w, t));
-        if (zero_count > 0) zero = ws_flags(p, tile, w);
+        if (w.split > 1) {
+            zero = ws_flags(p, tile, w);
+            zero_count = int((w.units - w.dp_tiles) * t.cluster());
+        }
     }
     if (block <= 256 && (block & (block - 1)) == 0) {  // the lanes of a block form an aligned power-of-two group
         quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block, zero,
@@ -1451,15 +1383,17 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
 // SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
 // (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
 // under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
-// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Elsewhere mma.sync, the 128 x 128 tile when
-// its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay usable by id.
+// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Both as programmatic dependent launches after
+// the quantize kernel (wsp_*: 1-5 us less than the same tiles launched after it at M <= 1024). Elsewhere mma.sync,
+// the 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles
+// stay usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWs128x128 = 7, kWsc128x256 = 12;
-    const bool small = ctas(p, kTiles[kWsc128x256]) < 64 && (p->m <= 128 || p->k <= 4096);
-    return small ? kWs128x128 : kWsc128x256;
+    constexpr int kWsp128x256 = 16, kWsp128x128 = 17;
+    const bool small = ctas(p, kTiles[kWsp128x256]) < 64 && (p->m <= 128 || p->k <= 4096);
+    return small ? kWsp128x128 : kWsp128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
@@ -1526,8 +1460,6 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(15),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(16),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(17),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(18),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(19),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 
