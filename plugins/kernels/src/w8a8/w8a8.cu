@@ -1383,17 +1383,19 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
 // SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
 // (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
 // under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
-// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Both as programmatic dependent launches after
-// the quantize kernel (wsp_*: 1-5 us less than the same tiles launched after it at M <= 1024). Elsewhere mma.sync,
-// the 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles
-// stay usable by id.
+// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Up to two waves of 128 x 256 tiles, both as
+// programmatic dependent launches after the quantize kernel (wsp_*: 1-8 us less at N = 4096, M <= 2048); past that
+// the saving is below the run-to-run spread and the plain launch measured as fast or faster. Elsewhere mma.sync, the
+// 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay
+// usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWsp128x256 = 16, kWsp128x128 = 17;
-    const bool small = ctas(p, kTiles[kWsp128x256]) < 64 && (p->m <= 128 || p->k <= 4096);
-    return small ? kWsp128x128 : kWsp128x256;
+    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17;
+    const int64_t tiles = ctas(p, kTiles[kWsp128x256]);
+    if (tiles < 64 && (p->m <= 128 || p->k <= 4096)) return kWsp128x128;
+    return tiles <= 2 * device_sms() ? kWsp128x256 : kWsc128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
