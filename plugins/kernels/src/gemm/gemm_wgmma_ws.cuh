@@ -208,6 +208,21 @@ __device__ __forceinline__ void consumers_sync() {
 }
 #endif
 
+// The activation tile's loader: the TMA box of K elements k0 .. k0 + 63 of rows row0 .. into `dst` (mask != 0:
+// multicast to those CTAs of the cluster). The kernel's XLoad parameter; a conv replaces it with an im2col load
+// (src/conv/wgmma.cuh).
+struct WsRowsLoad {
+    __device__ __forceinline__ void operator()(uint32_t dst, const CUtensorMap* map, int k0, int row0, uint32_t bar,
+                                               uint16_t mask) const {
+#ifdef TRT_WOQ_WGMMA
+        if (mask != 0)
+            tma_load_2d_multicast(dst, map, k0, row0, bar, mask);
+        else
+            tma_load_2d(dst, map, k0, row0, bar);
+#endif
+    }
+};
+
 // Writes the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to rows m0 .. of Y with the bias added. V = 8
 // contiguous channels per thread: one 16-byte store when N and the pointer allow it, else 2-channel stores (N is
 // even).
@@ -268,10 +283,12 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
 // slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines. DEPTH:
 // wgmma groups in flight while the next K tile converts (DEPTH + 1 fragment buffers; a stage goes back to the producer
 // DEPTH tiles after its group was issued).
-template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1>
+template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1,
+          typename XLoad = WsRowsLoad>
 __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
-                         const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2) {
+                         const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2,
+                         const XLoad x_load) {
 #ifdef TRT_WOQ_WGMMA
     constexpr int kCH = kWsConsumers * MT * 64;
     constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS);
@@ -335,11 +352,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
                 if (lane == 0) {
                     mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
-                    if constexpr (CLUSTER > 1)
-                        tma_load_2d_multicast(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK,
-                                              m0 + rank * (TOK / CLUSTER), full_bar + 8 * s, (1u << CLUSTER) - 1);
-                    else
-                        tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
+                    x_load(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK, m0 + rank * (TOK / CLUSTER),
+                           full_bar + 8 * s, CLUSTER > 1 ? (1u << CLUSTER) - 1 : 0);
                     tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
                     if constexpr (BITS == 6)
                         tma_load_2d(stage_x(s) + L.x_bytes + L.lines * 128, &tmap_w2, kt * (kBK / 4), n0 / kI,
