@@ -3,12 +3,12 @@
  * kernel): checks, the tile plan, the workspace, the launch.
  *
  * Launch: an NCHW activation is first transposed to channels-last into the workspace (transpose.cuh); the kernel
- * writes Y [M = B x out_h x out_w, N] (channels-last) into the workspace with bias and epilogue; a second transpose
- * writes the NCHW output. Workspace: [NHWC copy of an NCHW input] [Y] [stream-K partials] [their counters], each
- * rounded up to 256 bytes.
- * Plan: for each token tile (64 in clusters of 2, 128, 256 pixels x 128 channels) whole tiles, or the full waves
- * whole and the last partial wave's K tiles shared by a wave of CTAs (stream-K, equal shares of at least 4 K tiles
- * and 1/16 of K); the lowest cost of the GEMM's model (gemm.cu's CostModel, re-used as is: not fitted to convs).
+ * writes the NCHW output with bias and epilogue. Workspace: [NHWC copy of an NCHW input] [stream-K partials] [their
+ * counters], each rounded up to 256 bytes.
+ * Plan: the token tile (auto_tile: 128 or 256 pixels x 128 channels; the tactics force one of 64 in clusters of 2,
+ * 128, 256), then whole tiles, or the full waves whole and the last partial wave's K tiles shared by a wave of CTAs
+ * (stream-K, equal shares of at least 4 K tiles and 1/16 of K), whichever the GEMM's cost model (gemm.cu's
+ * CostModel, not refitted to convs) rates lower.
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -73,14 +73,20 @@ Plan make_plan(int t, const trt_woq_linear_params& p, int split) {
     return plan;
 }
 
-/* The plan of least modelled cost over every tile (only = -1) or over tile `only`'s. */
-Plan best_plan(const trt_woq_linear_params& p, int only) {
-    Plan best = make_plan(only < 0 ? 0 : only, p, 1);
-    for (int t = only < 0 ? 0 : only; t < (only < 0 ? kNumTiles : only + 1); ++t)
-        for (int split = 1; split <= kMaxSplit; ++split) {
-            const Plan c = make_plan(t, p, split);
-            if (c.cost >= 0 && c.cost < best.cost) best = c;
-        }
+/* The token tile of the dispatch (H100, python -m trt_woq.bench_conv's tile columns, docs/kernels.md): 256 pixels
+ * once that gives at least 16 tiles, else 128. The 64-pixel pair never measured fastest by more than 2 %. */
+int auto_tile(const trt_woq_linear_params& p) {
+    return ceil_div(p.m, kTiles[2].tok) * ceil_div(p.n, kChannels) >= 16 ? 2 : 1;
+}
+
+/* Tile `t` (-1: auto_tile) whole or split, whichever the cost model rates lower. */
+Plan best_plan(const trt_woq_linear_params& p, int t) {
+    if (t < 0) t = auto_tile(p);
+    Plan best = make_plan(t, p, 1);
+    for (int split = 2; split <= kMaxSplit; ++split) {
+        const Plan c = make_plan(t, p, split);
+        if (c.cost >= 0 && c.cost < best.cost) best = c;
+    }
     return best;
 }
 
@@ -91,14 +97,13 @@ int64_t partial_slots(const Plan& plan) {
 }
 
 struct Layout {
-    size_t x, y, partials, flags, total;  // byte offsets of the parts, total size
+    size_t partials, flags, total;  // byte offsets of the parts after the NHWC copy (at 0), total size
 };
 Layout layout_of(const trt_woq_linear_params& p, const Plan& plan) {
     const trt_woq_conv_geometry& g = p.conv;
     const TileShape& s = kTiles[plan.tile];
     Layout l{};
-    l.y = g.activation_nhwc ? 0 : round_up(size_t(g.batch) * g.in_channels * g.in_h * g.in_w * 2);
-    l.partials = l.y + round_up(size_t(p.m) * size_t(p.n) * 2);
+    l.partials = g.activation_nhwc ? 0 : round_up(size_t(g.batch) * g.in_channels * g.in_h * g.in_w * 2);
     l.flags = l.partials + round_up(size_t(partial_slots(plan)) * s.cluster * s.tok * kChannels * sizeof(float));
     l.total = l.flags + round_up(size_t(plan.m_tiles * int64_t(plan.n_units) - plan.dp) * s.cluster * sizeof(unsigned));
     return l;
@@ -153,16 +158,17 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream
     const Plan plan = best_plan(*p, only);
     const Layout lay = layout_of(*p, plan);
     char* ws = static_cast<char*>(p->workspace);
-    if (ws == nullptr || p->workspace_size < lay.total || !aligned(ws, 16)) return TRT_WOQ_ERR_WORKSPACE;
+    if (lay.total > 0 && (ws == nullptr || p->workspace_size < lay.total || !aligned(ws, 16)))
+        return TRT_WOQ_ERR_WORKSPACE;
     if (!aligned(p->packed_weight, 16) || !aligned(p->activation, 16) || !aligned(p->scales, 4) ||
         (p->zeros != nullptr && !aligned(p->zeros, 4)) || (p->bias != nullptr && !aligned(p->bias, 2)))
         return TRT_WOQ_ERR_INVALID_ARGUMENT;
     const void* x = p->activation;
     if (!g.activation_nhwc) {
-        const trt_woq_status s = conv::transpose(static_cast<const T*>(x), reinterpret_cast<T*>(ws + lay.x), g.batch,
+        const trt_woq_status s = conv::transpose(static_cast<const T*>(x), reinterpret_cast<T*>(ws), g.batch,
                                                  g.in_channels, g.in_h * g.in_w, stream);
         if (s != TRT_WOQ_OK) return s;
-        x = ws + lay.x;
+        x = ws;
     }
     const TileShape& s = kTiles[plan.tile];
     const bool int8 = p->weight_format == TRT_WOQ_WEIGHT_INT8;
@@ -172,15 +178,15 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream
     if (!encode_im2col(&l.tmap_x, g, p->act_type == TRT_WOQ_ACT_BF16, x, s.tok / s.cluster) ||
         !encode_weights(&l.tmap_w, *p, int8 ? 2 : 4))
         return record_cuda_error(cudaErrorInvalidValue);
-    l.load = {g.in_channels, g.kernel_w, g.out_w, g.out_h * g.out_w, g.stride_h, g.stride_w,
-              g.pad_top,     g.pad_left, g.dilation_h, g.dilation_w};
+    l.io = {g.in_channels, g.kernel_w, g.out_w, g.out_h * g.out_w, g.stride_h, g.stride_w,
+            g.pad_top,     g.pad_left, g.dilation_h, g.dilation_w};
     gemm::GemmArgs& a = l.args;
     a.a = x;
     a.b = static_cast<const int32_t*>(p->packed_weight);
     a.scales = p->scales;
     a.zeros = p->zeros;
     a.bias = p->bias;
-    a.c = ws + lay.y;
+    a.c = p->output;
     a.partials = nullptr;
     a.m = static_cast<int>(p->m);
     a.n = static_cast<int>(p->n);
@@ -200,11 +206,8 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream
         if (e != cudaSuccess) return record_cuda_error(e);
     }
     const bool bf16 = std::is_same<T, __nv_bfloat16>::value;
-    const trt_woq_status r = int8 ? (bf16 ? launch_i8_bf16(l, stream) : launch_i8_f16(l, stream))
-                                  : (bf16 ? launch_i4_bf16(l, stream) : launch_i4_f16(l, stream));
-    if (r != TRT_WOQ_OK) return r;
-    return conv::transpose(reinterpret_cast<const T*>(ws + lay.y), static_cast<T*>(p->output), g.batch,
-                           g.out_h * g.out_w, static_cast<int>(p->n), stream);
+    return int8 ? (bf16 ? launch_i8_bf16(l, stream) : launch_i8_f16(l, stream))
+                : (bf16 ? launch_i4_bf16(l, stream) : launch_i4_f16(l, stream));
 }
 
 bool in_byte(int v) { return v >= -128 && v <= 127; }
@@ -224,19 +227,26 @@ trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     const bool group_ok = g_size == -1 || ((g_size == 32 || g_size == 64 || g_size == 128 || g_size == 256) &&
                                            p->k % g_size == 0);
     // One K tile = 64 channels of one tap; the im2col map's limits (corners within a signed byte for a 4-D tensor,
-    // traversal strides up to 8); the transposes' grids; int indices in the kernel.
+    // traversal strides up to 8); the transpose's grid; int indices in the kernel.
     const bool fits = g.in_channels % gemm::kBK == 0 && p->n % (p->weight_format == TRT_WOQ_WEIGHT_INT8 ? 2 : 4) == 0 &&
                       in_byte(-g.pad_left) && in_byte(-g.pad_top) &&
                       in_byte(g.pad_right - g.dilation_w * (g.kernel_w - 1)) &&
                       in_byte(g.pad_bottom - g.dilation_h * (g.kernel_h - 1)) && g.stride_h <= 8 && g.stride_w <= 8 &&
-                      g.batch <= 65535 && int64_t(g.out_h) * g.out_w <= int64_t(65535) * 32 &&
-                      p->m < (int64_t(1) << 31) && p->n < (int64_t(1) << 31) && p->k < (int64_t(1) << 31);
+                      g.batch <= 65535 && p->m < (int64_t(1) << 31) && p->n < (int64_t(1) << 31) && p->k < (int64_t(1) << 31);
     return group_ok && fits ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
 }
 
 size_t workspace(const trt_woq_linear_params* p, int32_t) { return layout_of(*p, best_plan(*p, -1)).total; }
 
-int32_t score(const trt_woq_linear_params*, int32_t) { return 4; }
+/* Above conv_implicit_cl (3), conv_implicit (2) and conv_im2col (1) where it measured faster (H100, python -m
+ * trt_woq.bench_conv, docs/kernels.md): from 128 output pixels on with M N K >= 2^28. Below that its fixed costs
+ * (the transpose, the counters' memset, a K split summed by one CTA per tile) lose to conv_implicit_cl. A 1 x 1
+ * kernel on an NCHW input stays with conv_implicit (no transpose). */
+int32_t score(const trt_woq_linear_params* p, int32_t) {
+    const trt_woq_conv_geometry& g = p->conv;
+    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return 0;
+    return p->m >= 128 && double(p->m) * double(p->n) * double(p->k) >= double(1 << 28) ? 5 : 0;
+}
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_plan(p, -1, stream); }
 

@@ -8,8 +8,9 @@
  * pad_left) of pixel m0, shifted by the tap's offset (i * d, j * d), walks the output pixels in that order: the
  * traversal steps by the conv's stride inside the bounding box [-pad, size + pad_end - d (k - 1) - 1] of each spatial
  * dimension, wraps to the next row and the next image, and zero-fills reads outside the input (the padding) and past
- * the last image. The shared-memory tile is the GEMM's: pixels x 128 bytes with the 128-byte swizzle. Everything else
- * (weight TMA, conversion, wgmma, stream-K / whole tiles, bias + epilogue, [M, N] store) is the GEMM kernel's.
+ * the last image. The shared-memory tile is the GEMM's: pixels x 128 bytes with the 128-byte swizzle. The staged
+ * output tile (FP32, [pixel][channel]) is written straight into the NCHW output, bias and epilogue applied. Everything
+ * else (weight TMA, conversion, wgmma, stream-K / whole tiles) is the GEMM kernel's.
  */
 #pragma once
 
@@ -19,13 +20,14 @@
 namespace trt_woq {
 namespace conv_wgmma {
 
-/* The kernel's XLoad: K element k0 of pixel row0 -> the im2col coordinates of its tap and first pixel. */
-struct Im2colLoad {
+/* The kernel's Io policy (gemm::WsRowsIo's interface). */
+struct ConvIo {
     int in_channels, kernel_w, out_w, out_pixels;  // out_pixels = out_h * out_w
     int stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
 
-    __device__ __forceinline__ void operator()(uint32_t dst, const CUtensorMap* map, int k0, int row0, uint32_t bar,
-                                               uint16_t mask) const {
+    /* K element k0 of pixel row0 -> the im2col coordinates of its tap and first pixel. */
+    __device__ __forceinline__ void load(uint32_t dst, const CUtensorMap* map, int k0, int row0, uint32_t bar,
+                                         uint16_t mask) const {
 #ifdef TRT_WOQ_WGMMA
         const int tap = k0 / in_channels, c0 = k0 - tap * in_channels;
         const int i = tap / kernel_w, j = tap - i * kernel_w;
@@ -48,6 +50,28 @@ struct Im2colLoad {
                 : "memory");
 #endif
     }
+
+    /* The staged tile epi[TOK][PITCH] (pixels m0 .., channels n0 ..) + bias, epilogue -> out[b][n][pixel]. Thread t
+     * keeps pixel t % TOK and takes every (256 / TOK)-th channel, so a warp stores 32 consecutive pixels of one
+     * channel (contiguous in NCHW) and reads 32 rows of one staged column. */
+    template <int TOK, int CH, int PITCH, typename OutT>
+    __device__ __forceinline__ void store(const float* epi, int ctid, int m0, int n0, const gemm::GemmArgs& args,
+                                          OutT* out) const {
+        constexpr int kThreads = gemm::kWsConsumers * 128;
+        static_assert(kThreads % TOK == 0, "a thread keeps one pixel");
+        const int r = ctid % TOK, m = m0 + r;
+        if (m >= args.m) return;
+        const int b = m / out_pixels, pix = m - b * out_pixels;
+        OutT* dst = out + size_t(b) * args.n * out_pixels + pix;
+        const OutT* bias = static_cast<const OutT*>(args.bias);
+        visit_epilogue(args.ep, [&](auto kind) {
+            for (int c = ctid / TOK; c < CH && n0 + c < args.n; c += kThreads / TOK) {
+                float v = epi[r * PITCH + c];
+                if (bias != nullptr) v += float(bias[n0 + c]);
+                dst[size_t(n0 + c) * out_pixels] = OutT(apply_epilogue_kind<decltype(kind)::value>(v, args.ep));
+            }
+        });
+    }
 };
 
 /* The token tiles (all 128 output channels per CTA): 64 pixels in clusters of 2 CTAs along N sharing the activation
@@ -66,20 +90,20 @@ struct Launch {
     gemm::GemmArgs args;
     gemm::WsSchedule sched;
     CUtensorMap tmap_x, tmap_w;
-    Im2colLoad load;
+    ConvIo io;
 };
 
 #ifdef TRT_WOQ_CONV_WGMMA_INSTANCES
 template <int TOK, int CLUSTER, int STAGES, int BITS, typename T>
 trt_woq_status launch_shape(const Launch& l, cudaStream_t stream) {
     // Every plan runs on the two-piece (stream-K) kernel: whole tiles take one piece.
-    auto kernel = gemm::gemm_wgmma_ws_kernel<TOK, 1, STAGES, BITS, T, CLUSTER, 2, 1, Im2colLoad>;
+    auto kernel = gemm::gemm_wgmma_ws_kernel<TOK, 1, STAGES, BITS, T, CLUSTER, 2, 1, ConvIo>;
     constexpr int smem = gemm::ws_geometry(TOK, kChannels, STAGES, BITS).smem_bytes;
     static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (opt_in != cudaSuccess) return record_cuda_error(opt_in);
     // tmap_w again for the kernel's FP6 map (unused by INT weights).
     return launch_in_clusters(kernel, dim3(l.ctas), dim3(gemm::ws_threads(TOK)), smem, CLUSTER, stream, l.args,
-                              l.sched, l.tmap_x, l.tmap_w, l.tmap_w, l.load);
+                              l.sched, l.tmap_x, l.tmap_w, l.tmap_w, l.io);
 }
 
 template <int BITS, typename T>
