@@ -230,6 +230,31 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
+/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 on SM90 (sm_90a code), M <= 16. */
+trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (sm < 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (p->m > kMaxM || p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 127) / 128 > 65535) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    return TRT_WOQ_OK;
+}
+
+trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    // Bulk copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines.
+    if ((reinterpret_cast<uintptr_t>(p->activation) | reinterpret_cast<uintptr_t>(p->packed_weight)) % 16 != 0) {
+        return launch<4, false>(p, stream);
+    }
+    DeviceInfo dev;
+    const trt_woq_status s = device_info(&dev);
+    if (s != TRT_WOQ_OK) return s;
+    return p->weight_format == TRT_WOQ_WEIGHT_INT4 ? launch_ws_i4(p, dev.sms, dev.smem_per_sm, stream)
+                                                   : launch_ws_i8(p, dev.sms, dev.smem_per_sm, stream);
+}
+
+int32_t ws_score(const trt_woq_linear_params*, int32_t) {
+    return 1;
+}
+
 }  // namespace
 }  // namespace gemv
 
@@ -260,6 +285,8 @@ const Candidate kGemvCandidates[] = {
     // the folded conversion's row sums computed once per CTA.
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
+    // Warp-specialized: a producer warp's bulk copies into a ring of stages, 4 consumer warps of 32 channels.
+    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch, gemv::ws_score},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 
