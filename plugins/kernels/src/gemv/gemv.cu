@@ -230,25 +230,34 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 on SM90 (sm_90a code), M <= 16. */
+/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 (TMA: FP6 too) on SM90 (sm_90a code), M <= 16; TMA: stages
+ * loaded with tensor copies, else one bulk copy per packed row. */
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm < 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
+    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
     if (p->m > kMaxM || p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 127) / 128 > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
     return TRT_WOQ_OK;
 }
 
+template <bool TMA>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    // Bulk copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines.
+    // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines.
     if ((reinterpret_cast<uintptr_t>(p->activation) | reinterpret_cast<uintptr_t>(p->packed_weight)) % 16 != 0) {
         return launch<4, false>(p, stream);
     }
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    return p->weight_format == TRT_WOQ_WEIGHT_INT4 ? launch_ws_i4(p, dev.sms, dev.smem_per_sm, stream)
-                                                   : launch_ws_i8(p, dev.sms, dev.smem_per_sm, stream);
+    switch (p->weight_format) {
+        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        default: return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    }
 }
 
 int32_t ws_score(const trt_woq_linear_params*, int32_t) {
@@ -286,7 +295,11 @@ const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
     // Warp-specialized: a producer warp's bulk copies into a ring of stages, 4 consumer warps of 32 channels.
-    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch, gemv::ws_score},
+    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<false>,
+     gemv::ws_score},
+    // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
+    {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<true>,
+     gemv::ws_score},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

@@ -848,9 +848,10 @@ trt_woq_status plan_resident_x(Kernel kernel, const Plan& plan, const trt_woq_li
     return err == cudaSuccess ? TRT_WOQ_OK : record_cuda_error(err);
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
-trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    Args<T> a;
+/* The kernel arguments of p (chunks_per_split and k_parts are the launcher's). */
+template <typename T>
+Args<T> args_of(const trt_woq_linear_params* p) {
+    Args<T> a = {};
     a.x = static_cast<const T*>(p->activation);
     a.w = static_cast<const unsigned char*>(p->packed_weight);
     a.scales = static_cast<const T*>(p->scales);
@@ -861,8 +862,13 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
     a.n = static_cast<int>(p->n);
     a.k = static_cast<int>(p->k);
     a.ep = epilogue_of(*p);
-    a.group_shift = 0;
     while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
+    return a;
+}
+
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
+trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    Args<T> a = args_of<T>(p);
     auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES, XS>;
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;

@@ -34,7 +34,9 @@
 #ifndef TRT_WOQ_GEMV_WS_CUH
 #define TRT_WOQ_GEMV_WS_CUH
 
-#include "gemm/gemm_wgmma_ws.cuh"  // mbarrier wrappers (TRT_WOQ_WGMMA: sm_90a)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include "gemm/gemm_wgmma_ws.cuh"  // mbarrier and TMA wrappers (TRT_WOQ_WGMMA: sm_90a), CUtensorMap
 #include "gemv/gemv_kernel.cuh"
 
 namespace trt_woq {
@@ -51,9 +53,13 @@ __host__ __device__ constexpr int ws_stage_k(int bits) {
     return bits == 8 ? 128 : 256;
 }
 
-/* Bytes of one stage: the packed rows and m activation rows of ws_stage_k k, each padded by 16 B. */
-__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m) {
-    return (kWsStageWeightBytes + static_cast<uint32_t>(m) * (ws_stage_k(bits) * 2 + 16) + 127) / 128 * 128;
+/* Bytes of one stage: the packed rows (FP6: its 4-bit words, then its 2-bit words: 32 rows x 256 B), then the
+ * activations of ws_stage_k k. Row copies (TMA = false): m rows, each
+ * padded by 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle), the stage a multiple of
+ * the swizzle's 1024-byte period. */
+__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma) {
+    return tma ? kWsStageWeightBytes + (bits == 6 ? kWsStageWeightBytes / 2 : 0) + ws_stage_k(bits) / 64 * mt * 128
+               : (kWsStageWeightBytes + static_cast<uint32_t>(m) * (ws_stage_k(bits) * 2 + 16) + 127) / 128 * 128;
 }
 
 struct WsArgs {
@@ -71,8 +77,13 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 }
 #endif
 
-template <typename T, int BITS, int MODE, bool ZEROS, int MT>
-__global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Args<T> a, WsArgs ws) {
+/* TMA: the producer's lane 0 loads a stage with two-dimensional tensor copies (tmap_w: the CTA's packed rows as one
+ * box; tmap_x: the activations, one swizzled box per 64 k; FP6, TMA only: tmap_w2, the rows' 2-bit words) instead of
+ * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md). */
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
+__global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
+    gemv_kernel_ws(Args<T> a, WsArgs ws, const __grid_constant__ CUtensorMap tmap_w,
+                   const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
     using gemm::mbar_arrive;
     using gemm::mbar_arrive_expect_tx;
@@ -94,15 +105,18 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
     constexpr bool GROUPED = MODE != kPerChannel;
     constexpr bool FOLD = BITS == 4 && MODE != kFineGroup;
     constexpr bool kTwoAcc = !FOLD && MODE != kChunkGroup;
+    constexpr bool kFp6 = BITS == 6;
+    static_assert(TMA || !kFp6, "FP6 stages are tensor copies");
+    constexpr uint32_t kXOff = kWsStageWeightBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
 
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t base = smem_addr(smem);
     const uint32_t full0 = base, empty0 = base + 128;  // 16 barriers each at most
     float* chan_scale = reinterpret_cast<float*>(smem + 256);
     float* chan_bias = chan_scale + kWsChannels;
-    const uint32_t ring = base + kWsHeaderBytes;
+    const uint32_t ring = (base + kWsHeaderBytes + 1023) / 1024 * 1024;  // the swizzle's period
     const int m = a.m;
-    const uint32_t stage_bytes = ws_stage_bytes(BITS, m);
+    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA);
     const int stages = ws.stages;
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
@@ -136,6 +150,17 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
             const int k0 = k_begin + it * kStageK;
             const uint32_t kb = static_cast<uint32_t>(min(kStageK, k_end - k0));
             const uint32_t st = ring + s * stage_bytes;
+            if constexpr (TMA) {  // whole boxes arrive (zero-filled past N, M and K)
+                if (lane == 0) {
+                    mbar_arrive_expect_tx(full0 + 8 * s, stage_bytes);
+                    gemm::tma_load_2d(st, &tmap_w, k0 / 2, cta_base / I, full0 + 8 * s);
+                    if (kFp6) gemm::tma_load_2d(st + kWsStageWeightBytes, &tmap_w2, k0 / 4, cta_base / I, full0 + 8 * s);
+                    for (int b = 0; b < kStageK / 64; ++b) {
+                        gemm::tma_load_2d(st + kXOff + b * MT * 128, &tmap_x, k0 + 64 * b, 0, full0 + 8 * s);
+                    }
+                }
+                continue;
+            }
             if (lane == 0) mbar_arrive_expect_tx(full0 + 8 * s, (rows * 2 + m * 2) * kb);
             __syncwarp();
             for (int r = lane; r < rows; r += 32) {
@@ -150,7 +175,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
         // Consumer warp `warp`: per-channel scales and bias of the CTA first (read after the loop).
         for (int t = threadIdx.x; t < kWsChannels; t += kWsConsumerWarps * 32) {
             const bool valid = cta_base + t < a.n;
-            chan_scale[t] = !GROUPED && valid ? to_float(a.scales[cta_base + t]) : 0.0f;
+            chan_scale[t] = !GROUPED && valid ? to_float(a.scales[cta_base + t]) * (kFp6 ? fp6::kBiasScale : 1.0f) : 0.0f;
             chan_bias[t] = a.bias != nullptr && valid ? to_float(a.bias[cta_base + t]) : 0.0f;
         }
         const int g = lane >> 2;
@@ -205,7 +230,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
             }
             mbar_wait(full0 + 8 * s, (it / stages) & 1);
             const uint32_t st = ring + s * stage_bytes;
-            const uint32_t xst = st + kWsStageWeightBytes;
+            const uint32_t xst = st + kXOff;
 #pragma unroll
             for (int ch = 0; ch < kChunks; ++ch) {
                 const int kc0 = k_begin + it * kStageK + ch * KC;
@@ -215,9 +240,13 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
                 uint4 xb[MT == 16 ? kVec : 1];
 #pragma unroll
                 for (int v = 0; v < kVec; ++v) {
-                    const uint32_t off = ch * KC * 2 + q * BK * 2 + v * 16;
-                    xa[v] = g < m && kv ? lds128(xst + g * kXRow + off) : make_uint4(0, 0, 0, 0);
-                    if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(xst + (g + 8) * kXRow + off) : make_uint4(0, 0, 0, 0);
+                    // Row r's k kk: padded rows, or (TMA) box kk / 64, row r, 16-byte chunk (kk % 64) / 8 ^ r % 8.
+                    const int kk = ch * KC + q * BK + 8 * v;
+                    const uint32_t off = TMA ? (kk >> 6) * MT * 128 + g * 128 + ((((kk & 63) >> 3) ^ (g & 7)) << 4)
+                                             : g * kXRow + kk * 2;
+                    const uint32_t off_b = TMA ? off + 8 * 128 : off + 8 * kXRow;  // row g + 8
+                    xa[v] = g < m && kv ? lds128(xst + off) : make_uint4(0, 0, 0, 0);
+                    if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(xst + off_b) : make_uint4(0, 0, 0, 0);
                 }
                 float corr[NB][4] = {};
                 if constexpr (FOLD) {
@@ -228,13 +257,17 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
                 for (int j = 0; j < NT; j += 2) {
                     const uint4 w0 = lds128(st + woff[j] + ch * kStride);
                     const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
+                    // FP6: the lane's 2-bit words sit at half its 4-bit words' offset in the 2-bit rows.
+                    const uint32_t l_at = st + kWsStageWeightBytes + ch * kStride / 2;
+                    const uint2 l0 = kFp6 ? lds64(l_at + woff[j] / 2) : make_uint2(0, 0);
+                    const uint2 l1 = kFp6 ? lds64(l_at + woff[j + 1] / 2) : make_uint2(0, 0);
                     const T zero = from_float<T>(0.0f);
                     const T za = !ZEROS ? zero : GROUPED ? zc[ch * NT + j] : zpc[j];
                     const T zb = !ZEROS ? zero : GROUPED ? zc[ch * NT + j + 1] : zpc[j + 1];
                     const T sa = GROUPED ? sc[ch * NT + j] : zero;
                     const T sb = GROUPED ? sc[ch * NT + j + 1] : zero;
-                    chunk_pair<T, BITS, MODE, ZEROS, NB>(acc + j, acc2 + (kTwoAcc ? j : 0), w0, w1, make_uint2(0, 0),
-                                                         make_uint2(0, 0), xa, xb, corr, za, zb, sa, sb);
+                    chunk_pair<T, BITS, MODE, ZEROS, NB>(acc + j, acc2 + (kTwoAcc ? j : 0), w0, w1, l0, l1, xa, xb,
+                                                         corr, za, zb, sa, sb);
                 }
             }
             __syncwarp();
@@ -300,43 +333,89 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32) gemv_kernel_ws(Ar
 #endif
 }
 
-/* Grid: CTAs of 128 channels; K split over a cluster of nsplit <= 8 CTAs where that fills the SMs' CTA slots better
- * (fraction of the slots of the last wave used), keeping at least 4 stages per split; ring depth: the stages that fit
+/* A tensor map of the row-major [rows, inner] tensor at `base` (elements of elem_bytes, rows pitch_elems apart), box
+ * [box_rows, box_inner], elements out of bounds read as zero; the driver's encoder is reached through the runtime (the library
+ * does not link libcuda). False when the encoder is missing or refuses. */
+inline bool tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base, int64_t inner,
+                          int64_t rows, int64_t pitch_elems, uint32_t box_inner, uint32_t box_rows,
+                          CUtensorMapSwizzle swizzle) {
+    static const auto encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                                 cudaEnableDefault, &found);
+        return err == cudaSuccess && found == cudaDriverEntryPointSuccess
+                   ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)
+                   : nullptr;
+    }();
+    const cuuint64_t shape[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t pitch[1] = {static_cast<cuuint64_t>(pitch_elems) * elem_bytes};
+    const cuuint32_t box[2] = {box_inner, box_rows}, unit[2] = {1, 1};
+    return encode != nullptr &&
+           encode(map, type, 2, const_cast<void*>(base), shape, pitch, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Grid: CTAs of 128 channels; K split over a cluster of nsplit <= 8 CTAs where that fills the CTA slots better (the
+ * fraction of the slots of the waves used; the slots of clusters as the occupancy query counts them, since a cluster
+ * must fit in one GPC), keeping at least 6 stages per split; ring depth: the stages that fit
  * in half an SM's shared memory (two CTAs per SM), 2 .. 16. */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT>
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
 trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
-    Args<T> a = {};
-    a.x = static_cast<const T*>(p->activation);
-    a.w = static_cast<const unsigned char*>(p->packed_weight);
-    a.scales = static_cast<const T*>(p->scales);
-    a.zeros = static_cast<const T*>(p->zeros);
-    a.bias = static_cast<const T*>(p->bias);
-    a.y = static_cast<T*>(p->output);
-    a.m = static_cast<int>(p->m);
-    a.n = static_cast<int>(p->n);
-    a.k = static_cast<int>(p->k);
-    a.ep = epilogue_of(*p);
-    while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
-    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT>;
-    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m));
-    const size_t budget = static_cast<size_t>(smem_per_sm) / 2 - 1024 - kWsHeaderBytes;  // 1 KB: per-CTA reserve
+    const Args<T> a = args_of<T>(p);
+    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA>;
+    CUtensorMap tmap_w = {}, tmap_x = {}, tmap_w2 = {};
+    if (TMA) {
+        // Packed rows [N / I, K / 2 words], box [128 / I rows, ws_stage_k / 2 words], unswizzled (the row images the
+        // row copies make); FP6 rows are 3 K / 4 words, their 2-bit words [N / 4, K / 4] after the 4-bit ones;
+        // activations [M, K], box [MT rows, 64 k], 128-byte swizzle. Past N, M, K: zeros.
+        constexpr int I = BITS == 8 ? 2 : 4;
+        const int64_t pitch = BITS == 6 ? p->k / 4 * 3 : p->k / 2;
+        const unsigned char* w = static_cast<const unsigned char*>(p->packed_weight);
+        if (!tensor_map_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, w, p->k / 2, p->n / I, pitch,
+                           ws_stage_k(BITS) / 2, kWsChannels / I, CU_TENSOR_MAP_SWIZZLE_NONE) ||
+            !tensor_map_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, p->activation, p->k, p->m, p->k, 64, MT,
+                           CU_TENSOR_MAP_SWIZZLE_128B) ||
+            (BITS == 6 && !tensor_map_2d(&tmap_w2, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, w + 2 * p->k, p->k / 4, p->n / I,
+                                         pitch, ws_stage_k(BITS) / 4, kWsChannels / I, CU_TENSOR_MAP_SWIZZLE_NONE))) {
+            return record_cuda_error(cudaErrorInvalidValue);
+        }
+    }
+    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA);
+    // Two CTAs per SM: half the SM's shared memory less the per-CTA reserve (1 KB), the header and (TMA) the
+    // alignment of the ring to 1024 bytes.
+    const size_t fixed = kWsHeaderBytes + (TMA ? 1024 : 0);
+    const size_t budget = static_cast<size_t>(smem_per_sm) / 2 - 1024 - fixed;
     WsArgs ws;
     ws.stages = static_cast<int>(std::max<size_t>(2, std::min<size_t>(16, budget / stage)));
-    const size_t smem = kWsHeaderBytes + ws.stages * stage;
+    const size_t smem = fixed + ws.stages * stage;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return record_cuda_error(err);
     int per_sm = 0;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (kWsConsumerWarps + 1) * 32, smem);
     if (err != cudaSuccess) return record_cuda_error(err);
-    const int64_t slots = static_cast<int64_t>(std::max(per_sm, 1)) * sms;
     const int64_t tiles = (p->n + kWsChannels - 1) / kWsChannels;
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
-    const int64_t min_chunks = 4 * ws_stage_k(BITS) / kc;
+    const int64_t min_chunks = 6 * ws_stage_k(BITS) / kc;  // stages per split at least
+    const dim3 block((kWsConsumerWarps + 1) * 32);
     int nsplit = 1;
     double best = -1.0;
     for (int s = 1; s <= 8; ++s) {
         if (s > 1 && nchunks < s * min_chunks) break;
+        // CTAs resident at once: clusters of s CTAs must fit in one GPC, so ask for the clusters rather than per SM.
+        int64_t slots = static_cast<int64_t>(std::max(per_sm, 1)) * sms;
+        if (s > 1) {
+            cudaLaunchAttribute attr;
+            const cudaLaunchConfig_t config = cluster_config(dim3(s, static_cast<unsigned>(tiles)), block, smem, s,
+                                                             stream, &attr);
+            int clusters = 0;
+            if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters == 0) {
+                (void)cudaGetLastError();  // an unsupported cluster size: not a launch error
+                continue;
+            }
+            slots = static_cast<int64_t>(clusters) * s;
+        }
         const int64_t ctas = tiles * s;
         const int64_t waves = (ctas + slots - 1) / slots;
         const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
@@ -348,28 +427,45 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
     ws.chunks_per_split = static_cast<int>((nchunks + nsplit - 1) / nsplit);
     nsplit = static_cast<int>((nchunks + ws.chunks_per_split - 1) / ws.chunks_per_split);
     const dim3 grid(static_cast<unsigned>(nsplit), static_cast<unsigned>(tiles));
-    const dim3 block((kWsConsumerWarps + 1) * 32);
-    return launch_in_clusters(kernel, grid, block, smem, static_cast<unsigned>(nsplit), stream, a, ws);
+    return launch_in_clusters(kernel, grid, block, smem, static_cast<unsigned>(nsplit), stream, a, ws, tmap_w, tmap_x,
+                              tmap_w2);
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS>
+template <typename T, int BITS, int MODE, bool ZEROS, bool TMA>
 trt_woq_status launch_ws_mt(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
-    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16>(p, sms, smem_per_sm, stream)
-                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8>(p, sms, smem_per_sm, stream);
+    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA>(p, sms, smem_per_sm, stream)
+                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA>(p, sms, smem_per_sm, stream);
 }
 
-template <typename T, int BITS, int MODE>
+template <typename T, int BITS, int MODE, bool TMA>
 trt_woq_status launch_ws_zeros(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
-    return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true>(p, sms, smem_per_sm, stream)
-                               : launch_ws_mt<T, BITS, MODE, false>(p, sms, smem_per_sm, stream);
+    if constexpr (BITS == 6) {  // FP6 has no zero points (supports() refuses them)
+        return launch_ws_mt<T, BITS, MODE, false, TMA>(p, sms, smem_per_sm, stream);
+    } else {
+        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA>(p, sms, smem_per_sm, stream)
+                                   : launch_ws_mt<T, BITS, MODE, false, TMA>(p, sms, smem_per_sm, stream);
+    }
 }
 
-template <typename T, int BITS>
+template <typename T, int BITS, bool TMA>
 trt_woq_status launch_ws_typed(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     constexpr int kc = BITS == 8 ? 64 : 128;
-    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel>(p, sms, smem_per_sm, stream);
-    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup>(p, sms, smem_per_sm, stream);
-    return launch_ws_zeros<T, BITS, kFineGroup>(p, sms, smem_per_sm, stream);
+    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA>(p, sms, smem_per_sm, stream);
+    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA>(p, sms, smem_per_sm, stream);
+    return launch_ws_zeros<T, BITS, kFineGroup, TMA>(p, sms, smem_per_sm, stream);
+}
+
+template <int BITS>
+trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream) {
+    if (BITS == 6 || tma) {
+        return p->act_type == TRT_WOQ_ACT_BF16 ? launch_ws_typed<__nv_bfloat16, BITS, true>(p, sms, smem_per_sm, stream)
+                                               : launch_ws_typed<half, BITS, true>(p, sms, smem_per_sm, stream);
+    }
+    if constexpr (BITS != 6) {
+        return p->act_type == TRT_WOQ_ACT_BF16 ? launch_ws_typed<__nv_bfloat16, BITS, false>(p, sms, smem_per_sm, stream)
+                                               : launch_ws_typed<half, BITS, false>(p, sms, smem_per_sm, stream);
+    }
+    return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
 }
 
 }  // namespace gemv
