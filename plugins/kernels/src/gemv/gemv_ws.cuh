@@ -188,7 +188,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
             const int c = warp * kWsWarpChannels + 8 * j + g;  // in the CTA
             chan[j] = cta_base + c;
             const int ci = c % I;
-            woff[j] = (c / I) * kRowBytes + (BITS == 4 ? ci * 32 + (q >> 1) * 128 + (q & 1) * 16 : ci * 64 + q * 16);
+            woff[j] = (c / I) * kRowBytes + (BITS != 8 ? ci * 32 + (q >> 1) * 128 + (q & 1) * 16 : ci * 64 + q * 16);
         }
         // Per-channel zero points are constant along K.
         T zpc[NT];
