@@ -230,10 +230,10 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 (TMA: FP6 too) on SM90 (sm_90a code), M <= 16; TMA: stages
+/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 (TMA: FP6 too) on SM 9.0 (sm_90a code), M <= 16; TMA: stages
  * loaded with tensor copies, else one bulk copy per packed row. */
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
-    if (sm < 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
     // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -273,7 +273,7 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
 template <bool TMA>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
-    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm < 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
+    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
