@@ -471,8 +471,8 @@ std::string WeightOnlyLinearPlugin::offeredTactics() const
     return offered.empty() ? std::string("no kernel candidate") : offered;
 }
 
-int32_t WeightOnlyLinearPlugin::configurePlugin(
-    DynamicPluginTensorDesc const* in, int32_t nbInputs, DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
+int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* in, int32_t nbInputs,
+    DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
 {
     TRT_WOQ_TRACE("WeightOnlyLinearPlugin::configurePlugin");
     try

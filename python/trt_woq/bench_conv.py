@@ -198,8 +198,8 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
 
 def profile(conv_rows, labels_file) -> None:
     """For a profiler (tests/device/conv_ncu.py): each conv row's cuDNN FP16 (NCHW, channels-last) and INT4 g128 of
-    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between cudaProfilerStart / Stop;
-    the labels in launch order go to ``labels_file`` as JSON."""
+    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between
+    cudaProfilerStart / Stop; the labels in launch order go to ``labels_file`` as JSON."""
     torch = _torch()
     torch.backends.cudnn.benchmark = True
     lib = K.load()

@@ -4,7 +4,8 @@
  * so candidate ids (positions in the concatenation) are stable for one build; tactics come from the names.
  *
  * Adding a family: define `extern const trt_woq::Candidate kFooCandidates[]; extern const int kFooCandidateCount;`
- * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in registry.cu.
+ * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in
+ * registry.cu.
  * Adding a weight format, activation mode, op or epilogue to a candidate: its Serves masks say so, and its
  * supports() / launch() handle it; registry.cu never hands a candidate a problem outside its masks.
  */

@@ -96,7 +96,8 @@ public:
     }
     bool contains(std::string const& s) const
     {
-        return std::any_of(messages.begin(), messages.end(), [&](std::string const& m) { return m.find(s) != std::string::npos; });
+        return std::any_of(messages.begin(), messages.end(),
+            [&](std::string const& m) { return m.find(s) != std::string::npos; });
     }
     std::vector<std::string> messages;
     bool verbose{false};

@@ -132,7 +132,9 @@ def test_dumps_is_one_line_per_key_and_row_and_round_trips():
     import json
 
     rng = np.random.default_rng()
-    rows = [_row(4096, 4096, int(m), "int4_g128", float(rng.uniform(3, 9)), 1 << 23) for m in rng.integers(1, 99, 5)]
+    # Distinct M: rows of one problem (K x N x M) share a line.
+    ms = rng.choice(np.arange(1, 99), 5, replace=False)
+    rows = [_row(4096, 4096, int(m), "int4_g128", float(rng.uniform(3, 9)), 1 << 23) for m in ms]
     result = {"device": "H100", "copy_gbps": float(rng.uniform(2000, 3000)), "sm_mhz": {"4096x4096/m1": 1980},
               "rows": rows, "command": "python -m trt_woq.bench"}
     text = bench.dumps(result)

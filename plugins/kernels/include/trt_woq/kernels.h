@@ -100,7 +100,8 @@ typedef struct trt_woq_linear_params {
                                   [batch, in_h, in_w, in_channels] with conv.activation_nhwc */
     const void* packed_weight; /* int32 words, layout `layout_version` of docs/layouts.md */
     const void* scales;        /* [K / group, N] row-major; [1, N] when group_size == -1 */
-    const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type; NULL = symmetric */
+    const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type;
+                                  NULL = symmetric */
     const void* bias;          /* [N] or NULL */
     const void* weight_sums;   /* W8A8 with act_asymmetric: per-group sums of the quantized weights, int32
                                   [K / group, N] ([1, N] when group_size == -1), exact; NULL otherwise */
