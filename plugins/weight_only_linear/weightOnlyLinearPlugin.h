@@ -108,9 +108,6 @@ public:
     nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
     nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
-    // For tests and logs: the kernel candidate enqueue will use (-1 = the built-in dispatch).
-    int32_t selectedCandidate() const noexcept { return mCandidate; }
-
 private:
     // The kernel candidates that support M in [mMin, mMax] for this node on this GPU. A candidate's tactic is
     // trt_woq_linear_candidate_tactic(id), a hash of its name, so that engines and timing caches outlive a build.
