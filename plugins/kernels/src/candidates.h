@@ -1,10 +1,11 @@
 /*
  * The candidate registry's internal interface. A kernel family (the GEMV here, a GEMM elsewhere) defines an array of
  * Candidate entries and its length in its own translation unit; registry.cu lists the families once, in a fixed order,
- * so candidate ids (positions in the concatenation) are stable for one build.
+ * so candidate ids (positions in the concatenation) are stable for one build; tactics come from the names.
  *
  * Adding a family: define `extern const trt_woq::Candidate kFooCandidates[]; extern const int kFooCandidateCount;`
- * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in registry.cu.
+ * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in
+ * registry.cu.
  * Adding a weight format, activation mode, op or epilogue to a candidate: its Serves masks say so, and its
  * supports() / launch() handle it; registry.cu never hands a candidate a problem outside its masks.
  */
@@ -51,7 +52,8 @@ constexpr Serves kIntWeightOnlyConv = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WE
 constexpr int int_bits(trt_woq_weight_format f) { return f == TRT_WOQ_WEIGHT_INT8 ? 8 : 4; }
 
 struct Candidate {
-    const char* name;  // short, stable, e.g. "gemv_mma_nt4"
+    const char* name;  // short and unique, e.g. "gemv_mma_nt4"; its hash is the TensorRT tactic (kernels.h), so a
+                       // name stays with one kernel
     Serves serves;
     /* TRT_WOQ_OK when this candidate can run the sizes and options of `p` on compute capability `sm` (e.g. 90).
      * Called only after the common checks of check_common() passed and when `serves` covers `p`; reads no pointers. */
