@@ -83,22 +83,30 @@ trt_woq_status record_cuda_error(cudaError_t err);
 /* Launch-time check: TRT_WOQ_OK, or the status of the last launch error (recorded). */
 trt_woq_status check_launch();
 
-/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
-template <typename... Params, typename... Args>
-trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
-                                  cudaStream_t stream, const Args&... args) {
+/* The launch configuration of `grid` in clusters of `cluster` CTAs along x (no cluster attribute for 1); `attr` holds
+ * the attribute the configuration points to. */
+inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, size_t smem, unsigned cluster, cudaStream_t stream,
+                                         cudaLaunchAttribute* attr) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    config.attrs = &attr;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cluster;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    config.attrs = attr;
     config.numAttrs = cluster > 1 ? 1 : 0;
+    return config;
+}
+
+/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
+template <typename... Params, typename... Args>
+trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                                  cudaStream_t stream, const Args&... args) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = cluster_config(grid, block, smem, cluster, stream, &attr);
     const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
     return err == cudaSuccess ? check_launch() : record_cuda_error(err);
 }
