@@ -1,4 +1,4 @@
-"""Conv2d benchmark (issue 18): our WeightOnlyConv kernels (INT8 per channel, INT4 g128; each conv candidate by id,
+"""Conv2d benchmark: our WeightOnlyConv kernels (INT8 per channel, INT4 g128; each conv candidate by id,
 and which one the dispatch picks) against cuDNN FP16 through ``torch.nn.functional.conv2d`` in NCHW and
 channels-last, all timed in the same run, next to the weight floor; and the fused activation against none and
 against a separate ``silu``, on convs and on linear layers.
@@ -18,7 +18,7 @@ import json
 import sys
 
 from trt_woq import kernels as K
-from trt_woq.bench import copies_for, copy_bandwidth, time_interleaved
+from trt_woq.bench import cli_error, copies_for, copy_bandwidth, output_problem, time_interleaved, write_whole
 
 # (batch, in channels, out channels, kernel, height = width): the table of issue 18 and the batch-8 rows.
 CONVS = [(1, 1280, 1280, 3, 8), (2, 1280, 1280, 3, 8), (8, 1280, 1280, 3, 8), (1, 1280, 1280, 3, 16),
@@ -206,8 +206,8 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
 
 def profile(conv_rows, labels_file) -> None:
     """For a profiler (tests/device/conv_ncu.py): each conv row's cuDNN FP16 (NCHW, channels-last) and INT4 g128 of
-    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between cudaProfilerStart / Stop;
-    the labels in launch order go to ``labels_file`` as JSON."""
+    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between
+    cudaProfilerStart / Stop; the labels in launch order go to ``labels_file`` as JSON."""
     torch = _torch()
     torch.backends.cudnn.benchmark = True
     lib = K.load()
@@ -231,8 +231,7 @@ def profile(conv_rows, labels_file) -> None:
         call()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
-    with open(labels_file, "w") as f:
-        json.dump([label for label, _ in launches], f)
+    write_whole(labels_file, json.dumps([label for label, _ in launches]))
 
 
 def main(argv=None) -> int:
@@ -245,16 +244,22 @@ def main(argv=None) -> int:
                    "(tests/device/conv_ncu.py) instead of timing; write the launch labels here")
     args = p.parse_args(argv)
     rows = None if not args.conv_rows else [int(i) for i in args.conv_rows.split(",")]
+    variants = None if not args.variants else args.variants.split(",")
+    if variants and not set(variants) <= set(VARIANTS):
+        return cli_error(p.prog, f"--variants: unknown column in {args.variants} (known: {', '.join(VARIANTS)})")
+    for option, path in (("--json", args.json), ("--profile", args.profile)):
+        if path and output_problem(path):
+            return cli_error(p.prog, f"{option} {output_problem(path)}")
+    try:
+        _torch()
+    except ImportError:
+        return cli_error(p.prog, "the benchmark needs torch with CUDA")
     if args.profile:
         profile(rows if rows is not None else range(len(CONVS)), args.profile)
         return 0
-    variants = None if not args.variants else args.variants.split(",")
-    if variants and not set(variants) <= set(VARIANTS):
-        p.error(f"--variants: unknown column in {args.variants} (known: {', '.join(VARIANTS)})")
     result = run(conv_rows=rows, linears=not args.no_linears, variants=variants)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        write_whole(args.json, json.dumps(result, indent=1))
     return 0
 
 
