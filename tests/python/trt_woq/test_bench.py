@@ -171,3 +171,11 @@ def test_output_in_a_missing_folder_is_refused_before_the_run(capsys, tmp_path, 
     assert "output folder" in _one_error_line(capsys)
     assert main([option, str(tmp_path)]) == 2
     assert "is a folder" in _one_error_line(capsys)
+
+
+def test_bench_conv_refuses_an_unknown_column_before_the_run(capsys):
+    from trt_woq import bench_conv
+
+    assert bench_conv.main(["--variants", "wgmma,nope"]) == 2
+    line = _one_error_line(capsys)
+    assert "nope" in line and "wgmma_nhwc" in line  # names the bad column and lists the known ones
