@@ -760,7 +760,7 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //     (exact: integers) and runs the epilogue. dp_tiles is a multiple of the grid, so a split slice is its CTA's
 //     last item and a tail's partners are CTAs of lower index, launched before it: no wait on a CTA that may not
 //     be resident yet, whatever the SM count.
-//   * programmatic dependent launch (pdl tiles): the producer loads the weights of its first item's first S
+//   * programmatic dependent launch (wsp_* tiles): the producer loads the weights of its first item's first S
 //     stages, then waits for the quantize kernel (griddepcontrol.wait) before loading their codes; the consumers
 //     wait for it before they read its scales, sums and zeroed counters.
 constexpr int kWsBK = 128;                     // k per stage
