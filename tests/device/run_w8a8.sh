@@ -6,10 +6,11 @@
 # printed before and after.
 # Usage: bash tests/device/run_w8a8.sh [check|quick] [share] [bench] [ncu]   (default check share bench); logs in
 # $OUT (or ./w8a8_out).
-#   quick: w8a8_check.py --quick. ncu: Nsight Compute counters (tensor pipe, L2, DRAM, stalls) of the GEMM kernel
-#   for each case of W8A8_NCU_CASES ("CANDIDATE,M,K,N ...", default below), clocks left alone.
-#   W8A8_BENCH_ARGS: options of python -m trt_woq.bench (default below); W8A8_STEP_TIMEOUT: seconds per step;
-#   CMAKE_CUDA_FLAGS: extra nvcc flags for the build (e.g. --split-compile=0).
+#   quick: w8a8_check.py --quick. ncu: Nsight Compute counters (tensor pipe, L2, DRAM, stalls) of the quantize and
+#   the GEMM kernel for each case of W8A8_NCU_CASES ("CANDIDATE,M,K,N ...", default below), clocks left alone.
+#   W8A8_CHECK_ARGS: more options of w8a8_check.py (e.g. --only NAME,...); W8A8_BENCH_ARGS: options of
+#   python -m trt_woq.bench (default below); W8A8_STEP_TIMEOUT: seconds per step; CMAKE_CUDA_FLAGS: extra nvcc flags
+#   for the build (e.g. --split-compile=0); W8A8_LIB: a library built beforehand for sm_90a (no build).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-w8a8_out}; mkdir -p "$OUT"
@@ -35,19 +36,25 @@ ncu_counters() {
   for case in ${W8A8_NCU_CASES:-w8a8_wsl_128x256,1024,4096,4096 w8a8_wsl_128x256,333,14336,4096}; do
     IFS=, read -r cand m k n <<<"$case"
     echo "== ncu $cand M=$m K=$k N=$n"
-    run_step "$ncu" --clock-control none -k regex:gemm_s8_ws --launch-skip 1 --launch-count 1 --metrics "$metrics" \
-      python3 -m trt_woq.bench --one "w8a8_pc@$cand,$m,$k,$n" > "$OUT/ncu_${cand}_$m.log" 2>&1
-    grep -E "^ +[a-z]+__" "$OUT/ncu_${cand}_$m.log" | awk '$NF != "0" {print "  " $1, $(NF-1), $NF}' ||
+    # the second call's two kernels (the first call's are skipped)
+    run_step "$ncu" --clock-control none -k regex:'quantize|gemm_s8_ws' --launch-skip 2 --launch-count 2 \
+      --metrics "$metrics" python3 -m trt_woq.bench --one "w8a8_pc@$cand,$m,$k,$n" > "$OUT/ncu_${cand}_$m.log" 2>&1
+    grep -E "^ +[a-z]+__|Context [0-9]+, Stream" "$OUT/ncu_${cand}_$m.log" |
+      awk '/Context/ {print /quantize/ ? " [quantize]" : " [gemm]"; next} $NF != "0" {print "  " $1, $(NF-1), $NF}' ||
       { tail -5 "$OUT/ncu_${cand}_$m.log"; return 1; }
   done
 }
 BDIR=${BDIR:-/tmp/build-w8a8}
 t0=$SECONDS
-cmake -S . -B "$BDIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
-  ${CMAKE_CUDA_FLAGS:+"-DCMAKE_CUDA_FLAGS=$CMAKE_CUDA_FLAGS"} > "$OUT/build.log" 2>&1 &&
-  cmake --build "$BDIR" --target trt_woq_kernels -j16 >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-lib=$BDIR/plugins/kernels/libtrt_woq_kernels.so
-echo "built in $((SECONDS - t0)) s"
+if [[ -n ${W8A8_LIB:-} ]]; then
+  lib=$(realpath "$W8A8_LIB")
+else
+  cmake -S . -B "$BDIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+    ${CMAKE_CUDA_FLAGS:+"-DCMAKE_CUDA_FLAGS=$CMAKE_CUDA_FLAGS"} > "$OUT/build.log" 2>&1 &&
+    cmake --build "$BDIR" --target trt_woq_kernels -j16 >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  lib=$BDIR/plugins/kernels/libtrt_woq_kernels.so
+  echo "built in $((SECONDS - t0)) s"
+fi
 export TRT_WOQ_KERNELS_PATH=$lib
 export PYTHONPATH=$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
@@ -55,7 +62,7 @@ echo "SM clock (MHz, current / max) before: $(sm_clock)"
 for step in $STEPS; do
   case $step in
     check|quick)
-      run_step python3 tests/device/w8a8_check.py $([[ $step == quick ]] && echo --quick) 2>&1 |
+      run_step python3 tests/device/w8a8_check.py $([[ $step == quick ]] && echo --quick) ${W8A8_CHECK_ARGS:-} 2>&1 |
         tee "$OUT/$step.log" | grep -v "^FAIL"
       [[ ${PIPESTATUS[0]} == 0 ]] || status=1
       grep "^FAIL" "$OUT/$step.log" | head -30 ;;

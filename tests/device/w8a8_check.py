@@ -20,7 +20,7 @@
 3. Refusals: zero points (asymmetric weights) come back UNSUPPORTED_OPTION.
 
 `--quick`: per-channel weights and one grouped shape only, fewer M (every candidate, both offsets modes, FP16 and BF16,
-every fused activation on one shape).
+every fused activation on one shape). `--only NAME,...`: those W8A8 candidates (and the dispatch) instead of all.
 
 Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
 
@@ -200,6 +200,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--quantize-share", metavar="KxN,...", help="time the quantize kernel's share instead (above)")
     ap.add_argument("--quick", action="store_true", help="the reduced grid above")
+    ap.add_argument("--only", metavar="NAME,...", help="these W8A8 candidates (and the dispatch) instead of all")
     args = ap.parse_args()
     if args.quantize_share:
         quantize_share(K.load(), [tuple(int(v) for v in s.split("x")) for s in args.quantize_share.split(",")])
@@ -209,6 +210,13 @@ def main() -> int:
     rng = np.random.default_rng(seed)
     lib = K.load()
     w8a8 = [i for i, name in enumerate(lib.candidates()) if name.startswith("w8a8")]
+    if args.only:
+        only = args.only.split(",")
+        unknown = sorted(set(only) - {lib.candidate_name(i) for i in w8a8})
+        if unknown:
+            print(f"--only: no W8A8 candidate named {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        w8a8 = [i for i in w8a8 if lib.candidate_name(i) in only]
     candidates = [-1] + w8a8
     print("candidates:", ", ".join(lib.candidate_name(i) for i in w8a8), flush=True)
     tally = Tally()

@@ -101,14 +101,28 @@ inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, size_t smem, uns
     return config;
 }
 
-/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
+/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. With
+ * `programmatic`, a programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization): the kernel may
+ * start once every CTA of the kernel ahead of it on the stream ran `griddepcontrol.launch_dependents`, and reads that
+ * kernel's results only after `griddepcontrol.wait`. */
+template <typename... Params, typename... Args>
+trt_woq_status launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                         bool programmatic, cudaStream_t stream, const Args&... args) {
+    cudaLaunchAttribute attrs[2];
+    cudaLaunchConfig_t config = cluster_config(grid, block, smem, cluster, stream, attrs);
+    if (programmatic) {
+        attrs[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++config.numAttrs;
+    }
+    const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+}
+
 template <typename... Params, typename... Args>
 trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
                                   cudaStream_t stream, const Args&... args) {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t config = cluster_config(grid, block, smem, cluster, stream, &attr);
-    const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
-    return err == cudaSuccess ? check_launch() : record_cuda_error(err);
+    return launch_ex(kernel, grid, block, smem, cluster, false, stream, args...);
 }
 
 }  // namespace trt_woq

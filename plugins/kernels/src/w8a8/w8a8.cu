@@ -10,7 +10,8 @@
  *                  cp.async multi-stage pipeline; per K group g it adds
  *                  s_a[m, g] * s_w[g, n] * C_g[m, n] (+ o_a[m, g] * weight_sums[g, n] * s_w[g, n]) in FP32.
  *   gemm_s8_ws:    SM90a, per-channel weights: warp-specialized wgmma s8 x u8 with both operands fed by TMA into an
- *                  mbarrier pipeline, persistent grid with a K split of the last wave (the dispatch's SM90 path).
+ *                  mbarrier pipeline, persistent grid with a K split of the last wave, optionally a programmatic
+ *                  dependent launch after the quantize kernel (the dispatch's SM90 path).
  *   gemm_s8_wgmma: SM90a, the same product fed by cp.async from every thread (by candidate id only).
  *   M <= 16:       the INT8 weight-only GEMV on the same packed weights and scales (no activation quantization).
  */
@@ -122,6 +123,20 @@ __device__ __forceinline__ void zero_flags(unsigned* zero, int zero_count) {
         for (int i = threadIdx.x; i < zero_count; i += kQThreads) zero[i] = 0u;
 }
 
+// Programmatic dependent launch (sm_90): the quantize kernels let the GEMM launched after them with
+// `launch_ex(..., programmatic = true, ...)` start at once (its prologue and first weight loads overlap their tail);
+// the GEMM waits for their writes before it reads them. Both are no-ops without such a launch.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
 // lanes.
 template <typename T, bool ASYM>
@@ -129,6 +144,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
                                                              float* __restrict__ scales, float* __restrict__ offsets,
                                                              int* __restrict__ sums, int k, int block,
                                                              unsigned* zero, int zero_count) {
+    pdl_trigger();
     zero_flags(zero, zero_count);
     const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
     const T* xr = x + (size_t)row * k;
@@ -166,6 +182,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__
                                                            float* __restrict__ scales, float* __restrict__ offsets,
                                                            int* __restrict__ sums, int k, unsigned* zero,
                                                            int zero_count) {
+    pdl_trigger();
     zero_flags(zero, zero_count);
     __shared__ float red[2][kQThreads / 32];
     __shared__ int red_sum[kQThreads / 32];
@@ -743,6 +760,9 @@ __global__ void __launch_bounds__(BM * 2) gemm_s8_wgmma(const WgArgs args) {
 //     (exact: integers) and runs the epilogue. dp_tiles is a multiple of the grid, so a split slice is its CTA's
 //     last item and a tail's partners are CTAs of lower index, launched before it: no wait on a CTA that may not
 //     be resident yet, whatever the SM count.
+//   * programmatic dependent launch (wsp_* tiles): the producer loads the weights of its first item's first S
+//     stages, then waits for the quantize kernel (griddepcontrol.wait) before loading their codes; the consumers
+//     wait for it before they read its scales, sums and zeroed counters.
 constexpr int kWsBK = 128;                     // k per stage
 constexpr int kWsThreads = 384;                // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
@@ -764,7 +784,8 @@ struct WsLayout {
 
 // A warp-specialized configuration: WGM / MT / BNW (WsLayout), the packed-line operand, a cluster of CM M tiles x
 // CN N tiles (the weight lines multicast to the CM CTAs of an N tile, the codes to the CN CTAs of an M tile), and
-// LEAN: one release per consumer warpgroup and 4-channel stores (dequant_store_quads).
+// LEAN: one release per consumer warpgroup, the tail counters zeroed by the quantize kernel, and with the line
+// operand 4-channel stores (dequant_store_quads).
 template <int WGM, int MT, int BNW, bool LINES, int CM = 1, int CN = 1, bool LEAN = false>
 struct WsCfg {
     static constexpr int kWgm = WGM, kMt = MT, kBnw = BNW, kCm = CM, kCn = CN;
@@ -860,38 +881,62 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
     for (int i = 0; i < CM; ++i) same_n_mask |= uint16_t(1u << (i + CM * rn));
 
+    // One stage's loads onto barrier `bar`: the weight lines / channel rows of N tile n0, the codes of M tile m0.
+    auto load_b = [&](uint32_t sb, uint32_t bar, int kt, int n0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if constexpr (CM > 1) {  // this rank's share of the lines, into the CTAs of its N tile
+                constexpr int kLines = L::kBN / 2 / CM;
+                gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rm * kLines * 128, &tmap_b, (kt * 2 + h) * 128,
+                                            n0 / 2 + rm * kLines, bar, same_n_mask);
+            } else if constexpr (LINES) {
+                gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
+            } else {
+                tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
+            }
+        }
+    };
+    auto load_a = [&](uint32_t sa, uint32_t bar, int kt, int m0) {
+        if constexpr (CN > 1) {  // this rank's share of the code rows, into the CTAs of its M tile
+            constexpr int kRows = L::kBM / CN;
+            gemm::tma_load_2d_multicast(sa + rn * kRows * 128, &tmap_a, kt * kWsBK, m0 + rn * kRows, bar,
+                                        same_m_mask);
+        } else if constexpr (LINES) {
+            gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
+        }
+    };
+
     if (wg == 0) {
         gemm::regs_dealloc<kWsProducerRegs>();
         if (tid == 0) {
+            // The weights do not depend on the quantize kernel: the first item's first stages load them before
+            // waiting for its codes (under a programmatic launch, while it still runs).
+            int early = 0;
+            if (first_item < items) {
+                const Piece q = piece_of(first_item);
+                for (int kt = q.kt_begin; kt < q.kt_end && early < S; ++kt, ++early) {
+                    const uint32_t bar = full_bar + 8 * early;
+                    gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                    load_b(base + early * L::kStageBytes + L::kABytes, bar, kt, q.n0);
+                }
+            }
+            pdl_wait();
             int g = 0;  // stage uses so far: stage g % S, phase (g / S) & 1
             for (int item = first_item; item < items; item += item_step) {
                 const Piece q = piece_of(item);
-                const int m0 = q.m0, n0 = q.n0;
                 for (int kt = q.kt_begin; kt < q.kt_end; ++kt, ++g) {
                     const int s = g % S;
                     if (g >= S) gemm::mbar_wait(empty_bar + 8 * s, (g / S - 1) & 1);
-                    const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes, sb = sa + L::kABytes;
-                    gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
-                    if constexpr (CN > 1) {  // this rank's share of the code rows, into the CTAs of its M tile
-                        constexpr int kRows = L::kBM / CN;
-                        gemm::tma_load_2d_multicast(sa + rn * kRows * 128, &tmap_a, kt * kWsBK, m0 + rn * kRows, bar,
-                                                    same_m_mask);
-                    } else if constexpr (LINES) {
-                        gemm::tma_load_2d(sa, &tmap_a, kt * kWsBK, m0, bar);
+                    const uint32_t bar = full_bar + 8 * s, sa = base + s * L::kStageBytes;
+                    if (g >= early) {
+                        gemm::mbar_arrive_expect_tx(bar, L::kStageBytes);
+                        load_b(sa + L::kABytes, bar, kt, q.n0);
                     }
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        if constexpr (CM > 1) {  // this rank's share of the lines, into the CTAs of its N tile
-                            constexpr int kLines = L::kBN / 2 / CM;
-                            gemm::tma_load_2d_multicast(sb + h * L::kBBytes / 2 + rm * kLines * 128, &tmap_b,
-                                                        (kt * 2 + h) * 128, n0 / 2 + rm * kLines, bar, same_n_mask);
-                        } else if constexpr (LINES) {
-                            gemm::tma_load_2d(sb + h * L::kBBytes / 2, &tmap_b, (kt * 2 + h) * 128, n0 / 2, bar);
-                        } else {
-                            gemm::tma_load_2d(sa + h * L::kABytes / 2, &tmap_a, kt * kWsBK + h * 64, m0, bar);
-                            tma_load_4d(sb + h * L::kBBytes / 2, &tmap_b, 0, 0, kt * 2 + h, n0 / 2, bar);
-                        }
-                    }
+                    load_a(sa, bar, kt, q.m0);
                 }
             }
             // Cluster: the last stages' releases include the peer's remote arrivals; stay until they landed.
@@ -902,6 +947,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
 
     gemm::regs_alloc<kWsConsumerRegs>();
+    pdl_wait();  // the epilogue reads the quantize kernel's scales and sums, the tail split its zeroed counters
     const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
     const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
     // A stage use this warpgroup has read is released in this CTA and in every CTA whose producer writes into it
@@ -985,7 +1031,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const int row = q.m0 + (wm * MT + mt) * 64 + wq * 16 + lane / 4, n0 = q.n0 + wn * BNW;
-                if constexpr (LEAN)
+                if constexpr (LEAN && LINES)
                     dequant_store_quads<BNW / 16, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
                 else
                     dequant_store<BNW / (LINES ? 16 : 8), LINES, T, ASYM, EPI>(acc[mt], args.epi, row, n0, lane);
@@ -1011,7 +1057,8 @@ struct Tile {
     int bm, bn;
     Kind kind;         // all but kMma: SM90a, per-channel weights, K % 128 == 0
     int cm = 1, cn = 1;  // kWsLines: a cluster of cm neighbouring M tiles (sharing weights) x cn N tiles (codes)
-    bool lean = false;   // kWsLines: WsCfg's LEAN
+    bool lean = false;   // warp-specialized: WsCfg's LEAN
+    bool pdl = false;    // lean: the GEMM is a programmatic dependent launch after the quantize kernel
     constexpr int cluster() const { return cm * cn; }
 };
 constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
@@ -1029,7 +1076,9 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_wsc_128x256_1x1", 128, 256, Kind::kWsLines, 1, 1, true},
                            {"w8a8_wsc_128x256_2x1", 128, 256, Kind::kWsLines, 2, 1, true},
                            {"w8a8_wsc_128x256_1x2", 128, 256, Kind::kWsLines, 1, 2, true},
-                           {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true}};
+                           {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true},
+                           {"w8a8_wsp_128x256", 128, 256, Kind::kWsLines, 1, 1, true, true},
+                           {"w8a8_wsp_128x128", 128, 128, Kind::kWs, 1, 1, true, true}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
@@ -1048,6 +1097,7 @@ auto visit_ws(const Tile& t, F&& f) {
         if (t.bm == 64) return f(WsCfg<1, 1, 256, true>{});
         return f(WsCfg<2, 1, 256, true>{});
     }
+    if (t.lean) return f(WsCfg<2, 1, 128, false, 1, 1, true>{});
     if (t.bm == 64) return f(WsCfg<1, 1, 128, false>{});
     if (t.bm == 256) return f(WsCfg<2, 2, 128, false>{});
     if (t.bn == 256) return f(WsCfg<2, 1, 256, false>{});
@@ -1181,13 +1231,14 @@ bool encode_bytes(CUtensorMap* map, int rank, const void* base, const cuuint64_t
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Raises `kernel`'s dynamic shared-memory limit and launches it, in clusters of `cluster` CTAs along x.
+// Raises `kernel`'s dynamic shared-memory limit and launches it in clusters of `cluster` CTAs along x; with
+// `programmatic`, as a programmatic dependent launch after the quantize kernel (launch_ex).
 template <typename... Params, typename... Args>
-trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, dim3 grid, int threads, int smem,
-                                cudaStream_t stream, const Args&... args) {
+trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, bool programmatic, dim3 grid, int threads,
+                                int smem, cudaStream_t stream, const Args&... args) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return record_cuda_error(err);
-    return launch_in_clusters(kernel, grid, dim3(threads), smem, unsigned(cluster), stream, args...);
+    return launch_ex(kernel, grid, dim3(threads), smem, unsigned(cluster), programmatic, stream, args...);
 }
 
 template <class C, typename T, bool ASYM>
@@ -1227,8 +1278,8 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, int tile, const EpiArgs
         }
     }
     const int64_t ctas = std::min<int64_t>(w.dp_tiles + ws_slices(w), ws_wave(tile) / CLUSTER) * CLUSTER;  // persistent
-    return launch_clustered(gemm_s8_ws<C, T, ASYM>, CLUSTER, dim3(unsigned(ctas)), kWsThreads, L::kSmem, stream, args,
-                            tmap_a, tmap_b);
+    return launch_clustered(gemm_s8_ws<C, T, ASYM>, CLUSTER, kTiles[tile].pdl, dim3(unsigned(ctas)), kWsThreads,
+                            L::kSmem, stream, args, tmap_a, tmap_b);
 }
 
 template <typename T, bool ASYM>
@@ -1269,18 +1320,20 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
     if (t.kind == Kind::kWgmma) {
         const WgArgs args{codes, static_cast<const int8_t*>(p->packed_weight), epi, k};
         const int smem = kWgStages * (t.bm + t.bn) * kWgBK + 1024;  // + slack for the 1024-byte alignment
-        if (t.bn == 256) return launch_clustered(gemm_s8_wgmma<128, 256, T, ASYM>, 1, grid, 256, smem, stream, args);
-        if (t.bm == 64) return launch_clustered(gemm_s8_wgmma<64, 128, T, ASYM>, 1, grid, 128, smem, stream, args);
-        return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, grid, 256, smem, stream, args);
+        if (t.bn == 256)
+            return launch_clustered(gemm_s8_wgmma<128, 256, T, ASYM>, 1, false, grid, 256, smem, stream, args);
+        if (t.bm == 64)
+            return launch_clustered(gemm_s8_wgmma<64, 128, T, ASYM>, 1, false, grid, 128, smem, stream, args);
+        return launch_clustered(gemm_s8_wgmma<128, 128, T, ASYM>, 1, false, grid, 256, smem, stream, args);
     }
     const GemmArgs args{codes, a_scales, a_offsets, static_cast<const int8_t*>(p->packed_weight), p->scales,
                         static_cast<const int*>(p->weight_sums), p->bias, p->output, m, n, k, groups, block / 32,
                         epilogue_of(*p)};
     if (t.bm == 128)
-        return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (128 * kBK + kBN / 2 * 128),
-                                stream, args);
-    return launch_clustered(gemm_s8<64, kBN, 2, 4, T, ASYM>, 1, grid, 256, kStages * (64 * kBK + kBN / 2 * 128),
-                            stream, args);
+        return launch_clustered(gemm_s8<128, kBN, 2, 4, T, ASYM>, 1, false, grid, 256,
+                                kStages * (128 * kBK + kBN / 2 * 128), stream, args);
+    return launch_clustered(gemm_s8<64, kBN, 2, 4, T, ASYM>, 1, false, grid, 256,
+                            kStages * (64 * kBK + kBN / 2 * 128), stream, args);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1330,15 +1383,19 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
 // SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
 // (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
 // under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
-// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Elsewhere mma.sync, the 128 x 128 tile when
-// its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay usable by id.
+// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Up to two waves of 128 x 256 tiles, both as
+// programmatic dependent launches after the quantize kernel (wsp_*: 1-8 us less at N = 4096, M <= 2048); past that
+// the saving is below the run-to-run spread and the plain launch measured as fast or faster. Elsewhere mma.sync, the
+// 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay
+// usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWs128x128 = 7, kWsc128x256 = 12;
-    const bool small = ctas(p, kTiles[kWsc128x256]) < 64 && (p->m <= 128 || p->k <= 4096);
-    return small ? kWs128x128 : kWsc128x256;
+    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17;
+    const int64_t tiles = ctas(p, kTiles[kWsp128x256]);
+    if (tiles < 64 && (p->m <= 128 || p->k <= 4096)) return kWsp128x128;
+    return tiles <= 2 * device_sms() ? kWsp128x256 : kWsc128x256;
 }
 template <int TILE>
 int32_t gemm_score(const trt_woq_linear_params* p, int32_t) {
@@ -1403,6 +1460,8 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(13),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(14),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(15),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(16),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(17),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 
