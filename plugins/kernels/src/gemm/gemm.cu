@@ -51,6 +51,12 @@ namespace {
 //     converts. A tactic only (TensorRT's timing picks it where it wins): in the H100 sweep it was 2-9 % faster than
 //     7 on 8192 x 57344 at M = 768 .. 1024 and 1-6 % slower on the other shapes (docs/kernels_gemm.md). The balanced
 //     tiles with DEPTH 2 measured no faster than with 1.
+//   17 .. 21 (SM90) the balanced token tiles in clusters of 2 along N with multicast activations: at M = 333 the
+//     consumers of a 176-token CTA waited for their next K tile in 14.5 % of the samples (ncu) while every CTA read
+//     a 22.5 KB activation tile from L2 per 4 KB of INT4 weights; a cluster reads it once per pair.
+//   22 .. 24 (SM90) balanced token tiles of 192 channels (T = 144, 176, 192): three consumer warpgroups, so each K
+//     tile's activations feed 1.5x the channels and one warpgroup's conversion overlaps the others' wgmma. 512
+//     threads leave 128 registers per thread at compile time (no spills up to T = 192; T = 224 does not compile).
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -78,6 +84,14 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_192x128x64_s6", 192, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_224x128x64_s6", 224, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_256x128x64_s5_d2", 256, 128, 5, Kernel::kWgmmaWs, 1, 2},
+    {"wgmma_ws_144x128x64_s6_c2", 144, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_160x128x64_s6_c2", 160, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_176x128x64_s6_c2", 176, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_192x128x64_s6_c2", 192, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_224x128x64_s6_c2", 224, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_144x192x64_s6", 144, 192, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_176x192x64_s6", 176, 192, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_192x192x64_s6", 192, 192, 6, Kernel::kWgmmaWs, 1},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
@@ -341,9 +355,10 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1,
+          int NC = kWsConsumers>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
+    constexpr int kCH = NC * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w, tmap_w2;
     // Activations [M, K] (16-bit elements), box 64 k x TOK / CLUSTER rows (each CTA of a cluster loads its share);
     // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines. FP6 rows are
@@ -367,26 +382,27 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
         const cudaError_t e = cudaMemsetAsync(sched.flags, 0, ws_flags_bytes(plan), stream);
         if (e != cudaSuccess) return cuda_fail(e);
     }
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH, NC>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
+    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK, NC), smem, done_mask, stream, CLUSTER,
                          args, sched, tmap_x, tmap_w, tmap_w2);
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1, int NC = kWsConsumers>
 trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH>(args, plan, workspace, stream)
-                           : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH>(args, plan, workspace, stream);
+    return plan.two_pieces
+               ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH, NC>(args, plan, workspace, stream)
+               : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH, NC>(args, plan, workspace, stream);
 }
 
-// A 128-channel tile of tiles 11 .. 16: TOK tokens, DEPTH wgmma groups in flight.
-template <int TOK, int STAGES, int DEPTH, int BITS, typename T>
+// A tile of tiles 11 .. 24: TOK tokens x 64 NC channels, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
+template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1, int NC = kWsConsumers>
 trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, 1, DEPTH>(args, plan, workspace, stream);
+    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH, NC>(args, plan, workspace, stream);
 }
 
 template <int BITS, typename T>
@@ -410,6 +426,14 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 14: return launch_balanced<192, 6, 1, BITS, T>(args, plan, workspace, stream);
         case 15: return launch_balanced<224, 6, 1, BITS, T>(args, plan, workspace, stream);
         case 16: return launch_balanced<256, 5, 2, BITS, T>(args, plan, workspace, stream);
+        case 17: return launch_balanced<144, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 18: return launch_balanced<160, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 19: return launch_balanced<176, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 20: return launch_balanced<192, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 21: return launch_balanced<224, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 22: return launch_balanced<144, 6, 1, BITS, T, 1, 3>(args, plan, workspace, stream);
+        case 23: return launch_balanced<176, 6, 1, BITS, T, 1, 3>(args, plan, workspace, stream);
+        case 24: return launch_balanced<192, 6, 1, BITS, T, 1, 3>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -467,7 +491,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
     for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
-        if (kTiles[tile].depth != 1) continue;
+        if (kTiles[tile].depth != 1 || kTiles[tile].cluster != 1 || kTiles[tile].bn != 128) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);

@@ -1,0 +1,173 @@
+"""The SM90 GEMM dispatch's cost model for M > 128 on the host (gemm.cu: make_plan, ws_cost, balanced_pick), so that
+a candidate sweep's JSON can be scored against any set of constants without a GPU: the fit behind the constants in
+gemm.cu, the pruning of sweep_gemm.py and its "old" column (the rule with another set of constants and tiles, timed
+through the same run's candidates).
+
+    python3 tests/device/gemm_cost.py check SWEEP.json     # this model's picks == the library's (the 'auto' column)
+    python3 tests/device/gemm_cost.py fit SWEEP.json       # grid search of the tile factors; per-format scores
+
+A tile is (name, tokens T, channels CH, cluster); its candidates are whole tiles, the tail split and stream-K. Per K
+tile of one CTA (a cluster's CTAs run side by side) it costs (ktile + fp6 + token T) x CH / 128 x factor, the factor
+1 for the two-consumer 128-channel tiles, `c2` for the clustered ones, `wide` for the 192-channel ones.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass, replace
+
+SMS, BK, MAX_SPLIT, MIN_K_PER_SPLIT = 132, 64, 16, 4
+VARIANTS = {"whole": "", "split": "_tailsplit", "streamk": "_streamk"}
+
+
+@dataclass(frozen=True)
+class Tile:
+    name: str
+    tok: int
+    ch: int = 128
+    cluster: int = 1
+
+
+@dataclass(frozen=True)
+class Model:
+    ktile: float = 0.30
+    fp6: float = 0.035
+    token: float = 0.0019
+    shared: float = 4.0
+    partial: float = 3.0
+    c2: float = 1.0
+    wide: float = 1.0
+
+
+BALANCED = [Tile(f"wgmma_ws_{t}x128x64_s6", t) for t in (144, 160, 176, 192, 224)]
+OLD_TILES = [Tile("wgmma_ws_256x128x64_s5", 256)] + BALANCED
+C2_TILES = [Tile(f"wgmma_ws_{t}x128x64_s6_c2", t, 128, 2) for t in (144, 160, 176, 192, 224)]
+WIDE_TILES = [Tile(f"wgmma_ws_{t}x192x64_s6", t, 192) for t in (144, 176, 192)]
+OLD_MODEL = Model()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def plan(tile: Tile, variant: str, m: int, n: int, k: int) -> dict | None:
+    """gemm.cu's make_plan for a ws tile; None where the split variant would not split."""
+    kt = k // BK
+    tiles = cdiv(m, tile.tok) * cdiv(cdiv(n, tile.ch), tile.cluster)
+    whole = dict(split=1, share=kt, tiles=tiles, dp=tiles)
+    if variant == "whole":
+        return whole
+    wave = SMS // tile.cluster
+    dp = tiles // wave * wave
+    tail = tiles - dp
+    if tail == 0:
+        return None
+    if variant == "split":
+        split = min(MAX_SPLIT, wave // tail)
+        while split > 1 and kt // split < MIN_K_PER_SPLIT:
+            split -= 1
+        if split < 2:
+            return None
+        share = cdiv(kt, split)
+        tile_iters = cdiv(kt, share) * share
+    else:
+        share = max(cdiv(tail * kt, wave), cdiv(kt, MAX_SPLIT), MIN_K_PER_SPLIT)
+        tile_iters = kt
+        if share >= kt:
+            return None
+    return dict(split=cdiv(tile_iters, share), share=share, tiles=tiles, dp=dp)
+
+
+def cost(model: Model, tile: Tile, p: dict, bits: int, k: int) -> float:
+    """gemm.cu's ws_cost in microseconds."""
+    factor = model.c2 if tile.cluster > 1 else model.wide if tile.ch != 128 else 1.0
+    tile_k = (model.ktile + (model.fp6 if bits == 6 else 0.0) + model.token * tile.tok) * tile.ch / 128 * factor
+    wave, k_tiles = SMS / tile.cluster, k / BK
+    if p["split"] < 2:
+        return math.ceil(p["tiles"] / wave) * k_tiles * tile_k
+    return (p["dp"] / wave * k_tiles * tile_k + p["share"] * tile_k + model.shared
+            + model.partial * tile.tok / 256 * p["split"])
+
+
+def candidates(tiles, m: int, n: int, k: int):
+    """(candidate name, tile, plan) of every supported variant."""
+    for tile, (variant, suffix) in itertools.product(tiles, VARIANTS.items()):
+        p = plan(tile, variant, m, n, k)
+        if p is not None:
+            yield f"gemm_{tile.name}{suffix}", tile, p
+
+
+def pick(model: Model, tiles, m: int, n: int, k: int, bits: int, timed=None) -> str:
+    """The lowest modelled cost (first wins ties, in gemm.cu's order); `timed`: only these names."""
+    best = None
+    for name, tile, p in candidates(tiles, m, n, k):
+        if timed is not None and not timed.get(name):
+            continue
+        c = cost(model, tile, p, bits, k)
+        if best is None or c < best[0]:
+            best = (c, name)
+    return best[1] if best else None
+
+
+def ranked(model: Model, tiles, m: int, n: int, k: int, bits: int, within: float) -> list[str]:
+    """Names whose modelled cost is within `within` x the lowest (sweep_gemm.py --prune)."""
+    costs = {name: cost(model, tile, p, bits, k) for name, tile, p in candidates(tiles, m, n, k)}
+    low = min(costs.values())
+    return [name for name, c in costs.items() if c <= within * low]
+
+
+def score(rows, model: Model, tiles) -> dict:
+    """Per (bits, M range): geometric mean / minimum of cuBLAS time / the pick's time, and of (fastest of `tiles`'
+    timed candidates) / the pick's time, over the rows where the pick was timed."""
+    out = collections.defaultdict(lambda: collections.defaultdict(list))
+    names = {name for t in tiles for name in (f"gemm_{t.name}{s}" for s in VARIANTS.values())}
+    for r in rows:
+        p = pick(model, tiles, r["m"], r["n"], r["k"], r["bits"], r["all"])
+        if p is None:
+            continue
+        best = min(v for c, v in r["all"].items() if c in names and v)
+        key = (r["bits"], "129-1023" if r["m"] < 1024 else ">=1024")
+        out[key]["x cuBLAS"].append(r["cublas_us"] / r["all"][p])
+        out[key]["best/pick"].append(best / r["all"][p])
+    return {key: {what: (math.exp(sum(map(math.log, v)) / len(v)), min(v), len(v)) for what, v in d.items()}
+            for key, d in sorted(out.items())}
+
+
+def fmt(scores: dict) -> str:
+    return "\n".join(f"  bits {b} M {rng:>8}: " + "  ".join(f"{what} {gm:.3f} / {mn:.3f} (n {n})"
+                                                           for what, (gm, mn, n) in d.items())
+                     for (b, rng), d in scores.items())
+
+
+def main() -> int:
+    cmd, path = sys.argv[1], sys.argv[2]
+    rows = [r for r in json.load(open(path))["rows"] if 129 <= r["m"]]
+    if cmd == "check":
+        bad = [(r["bits"], r["k"], r["n"], r["m"], r["auto"]) for r in rows
+               if pick(CURRENT, CURRENT_TILES, r["m"], r["n"], r["k"], r["bits"]) != r["auto"]]
+        print(f"{len(rows) - len(bad)} of {len(rows)} picks as the library's")
+        for b in bad[:20]:
+            print("  differs:", b)
+        return 1 if bad else 0
+    print("old rule:\n" + fmt(score(rows, OLD_MODEL, OLD_TILES)))
+    best = None
+    for c2, wide in itertools.product([0.85 + 0.01 * i for i in range(26)], [0.80 + 0.01 * i for i in range(31)]):
+        model = replace(CURRENT, c2=c2, wide=wide)
+        s = score(rows, model, CURRENT_TILES)
+        gm = [d["best/pick"][0] for d in s.values()]
+        objective = sum(map(math.log, gm))
+        if best is None or objective > best[0]:
+            best = (objective, model, s)
+    print(f"fitted {best[1]}:\n" + fmt(best[2]))
+    return 0
+
+
+# The rule gemm.cu implements now (check: this model's picks are the library's).
+CURRENT, CURRENT_TILES = OLD_MODEL, OLD_TILES
+
+if __name__ == "__main__":
+    sys.exit(main())
