@@ -4,11 +4,13 @@ gemm.cu, the pruning of sweep_gemm.py and its "old" column (the rule with anothe
 through the same run's candidates).
 
     python3 tests/device/gemm_cost.py check SWEEP.json     # this model's picks == the library's (the 'auto' column)
+    python3 tests/device/gemm_cost.py check SWEEP.json LIB # == those of LIB's dispatch (host code: no GPU needed;
+                                                           # LIB: a GEMM test library, libtrt_woq_gemm.so)
     python3 tests/device/gemm_cost.py fit SWEEP.json       # grid search of the tile factors; per-format scores
 
-A tile is (name, tokens T, channels CH, cluster); its candidates are whole tiles, the tail split and stream-K. Per K
-tile of one CTA (a cluster's CTAs run side by side) it costs (ktile + fp6 + token T) x CH / 128 x factor, the factor
-1 for the two-consumer 128-channel tiles, `c2` for the clustered ones, `wide` for the 192-channel ones.
+A tile is (name, tokens T, cluster); its candidates are whole tiles, the tail split and stream-K. Per K tile of one
+CTA (a cluster's CTAs run side by side) it costs (ktile + fp6 + token T) x factor, the factor `c2` for the clustered
+tiles, else 1.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ VARIANTS = {"whole": "", "split": "_tailsplit", "streamk": "_streamk"}
 class Tile:
     name: str
     tok: int
-    ch: int = 128
     cluster: int = 1
 
 
@@ -40,13 +41,12 @@ class Model:
     shared: float = 4.0
     partial: float = 3.0
     c2: float = 1.0
-    wide: float = 1.0
 
 
 BALANCED = [Tile(f"wgmma_ws_{t}x128x64_s6", t) for t in (144, 160, 176, 192, 224)]
 OLD_TILES = [Tile("wgmma_ws_256x128x64_s5", 256)] + BALANCED
-C2_TILES = [Tile(f"wgmma_ws_{t}x128x64_s6_c2", t, 128, 2) for t in (144, 160, 176, 192, 224)]
-WIDE_TILES = [Tile(f"wgmma_ws_{t}x192x64_s6", t, 192) for t in (144, 176, 192)]
+C2_TILES = [Tile(f"wgmma_ws_{t}x128x64_s6_c2", t, 2) for t in (144, 160, 176, 192, 224)]
+C2_S8_TILES = [Tile(f"wgmma_ws_{t}x128x64_s8_c2", t, 2) for t in (144, 160, 176, 192)]
 OLD_MODEL = Model()
 
 
@@ -57,7 +57,7 @@ def cdiv(a: int, b: int) -> int:
 def plan(tile: Tile, variant: str, m: int, n: int, k: int) -> dict | None:
     """gemm.cu's make_plan for a ws tile; None where the split variant would not split."""
     kt = k // BK
-    tiles = cdiv(m, tile.tok) * cdiv(cdiv(n, tile.ch), tile.cluster)
+    tiles = cdiv(m, tile.tok) * cdiv(cdiv(n, 128), tile.cluster)
     whole = dict(split=1, share=kt, tiles=tiles, dp=tiles)
     if variant == "whole":
         return whole
@@ -84,8 +84,8 @@ def plan(tile: Tile, variant: str, m: int, n: int, k: int) -> dict | None:
 
 def cost(model: Model, tile: Tile, p: dict, bits: int, k: int) -> float:
     """gemm.cu's ws_cost in microseconds."""
-    factor = model.c2 if tile.cluster > 1 else model.wide if tile.ch != 128 else 1.0
-    tile_k = (model.ktile + (model.fp6 if bits == 6 else 0.0) + model.token * tile.tok) * tile.ch / 128 * factor
+    factor = model.c2 if tile.cluster > 1 else 1.0
+    tile_k = (model.ktile + (model.fp6 if bits == 6 else 0.0) + model.token * tile.tok) * factor
     wave, k_tiles = SMS / tile.cluster, k / BK
     if p["split"] < 2:
         return math.ceil(p["tiles"] / wave) * k_tiles * tile_k
@@ -143,31 +143,54 @@ def fmt(scores: dict) -> str:
                      for (b, rng), d in scores.items())
 
 
+def library_dispatch(path: str):
+    """The name of the candidate that the GEMM library at `path` dispatches for a sweep row (FP16 activations, INT4
+    g128 / INT8 and FP6 per channel as the sweep; on SM90)."""
+    import ctypes
+
+    sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/python")
+    from trt_woq.kernels import Act, LinearParams, weight_format_from_bits
+
+    lib = ctypes.CDLL(path)
+    lib.trt_woq_gemm_dispatch.argtypes = [ctypes.POINTER(LinearParams), ctypes.c_int32]
+    buf = ctypes.create_string_buffer(128)
+
+    def dispatch(r: dict) -> str:
+        prm = LinearParams(m=r["m"], n=r["n"], k=r["k"], weight_format=weight_format_from_bits(r["bits"]),
+                           group_size=128 if r["bits"] == 4 else -1, layout_version=2 if r["bits"] == 6 else 1,
+                           act_type=Act.FP16)
+        lib.trt_woq_gemm_candidate_describe(lib.trt_woq_gemm_dispatch(ctypes.byref(prm), 90), buf, len(buf))
+        return buf.value.decode()
+
+    return dispatch
+
+
 def main() -> int:
     cmd, path = sys.argv[1], sys.argv[2]
     rows = [r for r in json.load(open(path))["rows"] if 129 <= r["m"]]
     if cmd == "check":
-        bad = [(r["bits"], r["k"], r["n"], r["m"], r["auto"]) for r in rows
-               if pick(CURRENT, CURRENT_TILES, r["m"], r["n"], r["k"], r["bits"]) != r["auto"]]
+        lib_pick = library_dispatch(sys.argv[3]) if len(sys.argv) > 3 else lambda r: r["auto"]
+        bad = [(r["bits"], r["k"], r["n"], r["m"], lib_pick(r)) for r in rows
+               if pick(CURRENT, CURRENT_TILES, r["m"], r["n"], r["k"], r["bits"]) != lib_pick(r)]
         print(f"{len(rows) - len(bad)} of {len(rows)} picks as the library's")
         for b in bad[:20]:
             print("  differs:", b)
         return 1 if bad else 0
     print("old rule:\n" + fmt(score(rows, OLD_MODEL, OLD_TILES)))
-    best = None
-    for c2, wide in itertools.product([0.85 + 0.01 * i for i in range(26)], [0.80 + 0.01 * i for i in range(31)]):
-        model = replace(CURRENT, c2=c2, wide=wide)
-        s = score(rows, model, CURRENT_TILES)
-        gm = [d["best/pick"][0] for d in s.values()]
-        objective = sum(map(math.log, gm))
-        if best is None or objective > best[0]:
-            best = (objective, model, s)
-    print(f"fitted {best[1]}:\n" + fmt(best[2]))
+    for label, tiles in (("c2 s6", OLD_TILES + C2_TILES), ("c2 s8", OLD_TILES + C2_S8_TILES)):
+        best = None
+        for c2 in [0.90 + 0.005 * i for i in range(31)]:
+            model = replace(CURRENT, c2=c2)
+            s = score(rows, model, tiles)
+            objective = sum(math.log(d["best/pick"][0]) for d in s.values())
+            if best is None or objective > best[0]:
+                best = (objective, model, s)
+        print(f"{label} fitted {best[1]}:\n" + fmt(best[2]))
     return 0
 
 
 # The rule gemm.cu implements now (check: this model's picks are the library's).
-CURRENT, CURRENT_TILES = OLD_MODEL, OLD_TILES
+CURRENT, CURRENT_TILES = replace(OLD_MODEL, c2=0.99), OLD_TILES + C2_TILES
 
 if __name__ == "__main__":
     sys.exit(main())

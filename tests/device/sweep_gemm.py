@@ -6,8 +6,8 @@ For each (K, N, bits, M) the candidates that support the problem, the dispatch's
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
 taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS. The "old"
 column: without --old-lib, the rule of gemm_cost.OLD_MODEL over gemm_cost.OLD_TILES (its picks computed on the host,
-timed here); --old-lib: a GEMM library built from another tree (e.g. main) whose dispatch is asked for its pick,
-timed here through the candidate of the same id (the ids it has mean the same kernels here). --prune R: of the
+timed here); --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by that library
+(its own kernels) in the same interleaved timing. --prune R: of the
 candidates the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old
 dispatch and the fastest candidate) and a summary per (bits, shape, M range) with the geometric mean and the
 minimum; writes every time to --json.
@@ -36,8 +36,8 @@ from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
 # The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
 # (20, 21), the balanced token tiles (25-39), the 256 x 128 tile with two wgmma groups in flight (40-42), the balanced
-# tiles in clusters of 2 (43-57) and of 192 channels (58-66).
-SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 67))
+# tiles in clusters of 2 (43-57) and the same with 8 stages (58-69).
+SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 70))
 BIG_MS = [2048, 4096]
 RANGES = ((129, 1023), (1024, None))
 WEIGHT_FORMATS = {4: 128, 8: -1, 6: -1}  # bits -> group size
@@ -47,7 +47,7 @@ def copies_for(nbytes: int, l2: int) -> int:
     return max(1, min(8, math.ceil(2.5 * l2 / nbytes)))
 
 
-MODEL_TILES = gemm_cost.OLD_TILES + gemm_cost.C2_TILES + gemm_cost.WIDE_TILES
+MODEL_TILES = gemm_cost.OLD_TILES + gemm_cost.C2_TILES + gemm_cost.C2_S8_TILES
 
 
 def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands, l2: int, replays: int,
@@ -61,7 +61,7 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
     ids = {g.name(c): c for c in range(g.count())}
     modelled = {f"gemm_{t.name}{v}" for t in MODEL_TILES for v in gemm_cost.VARIANTS.values()}
     for m in ms:
-        m_cands = cands if m not in BIG_MS else [14]
+        m_cands = cands if m not in BIG_MS or prune else [14]
         if prune:
             near = set(gemm_cost.ranked(gemm_cost.CURRENT, MODEL_TILES, m, n, k, bits, prune))
             m_cands = [c for c in m_cands if g.name(c) in near or g.name(c) not in modelled]
@@ -75,7 +75,7 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
         old_auto = (old.dispatch(prm0) if old else -1 if m <= 128 else
                     ids[gemm_cost.pick(gemm_cost.OLD_MODEL, gemm_cost.OLD_TILES, m, n, k, bits)])
         names, methods, keep = ["cublas_fp16"], [[(lambda w=w: torch.matmul(x, w, out=out)) for w in w16]], []
-        for c in sorted(set(m_cands) | {auto, old_auto} - {-1}):
+        for c in sorted(set(m_cands) | {auto, -1 if old else old_auto} - {-1}):
             if g.supports(c, prm0) != OK:
                 continue
             ws_bytes = g.workspace(c, prm0)
@@ -87,13 +87,25 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
             keep.append((ws, prms))
             names.append(g.name(c))
             methods.append([(lambda q=q, c=c: g.run(c, q)) for q in prms])
+        if old and old_auto >= 0:  # the old library's own kernel
+            ws_bytes = old.workspace(old_auto, prm0)
+            ws = torch.empty(max(ws_bytes, 4) // 4, device="cuda", dtype=torch.float32)
+            prms = [p.params(out, ws if ws_bytes else None) for p in probs]
+            if old.run(old_auto, prms[0]) != OK:
+                raise RuntimeError(f"old {old.name(old_auto)} M={m} K={k} N={n}: {old.cuda_error()}")
+            keep.append((ws, prms))
+            names.append("old_lib")
+            methods.append([(lambda q=q: old.run(old_auto, q)) for q in prms])
         n_calls = max(4, max(len(mm) for mm in methods))
         times = time_interleaved(methods, min_calls=n_calls, replays=replays)
         res = {nm: (None if isinstance(t, Exception) else round(t, 2)) for nm, t in zip(names, times)}
         cublas = res.pop("cublas_fp16")
+        old_lib_us = res.pop("old_lib", None)
         best = min((c for c in res if res[c]), key=res.get)
         pick = {key: (g.name(c), res.get(g.name(c))) if c >= 0 else (None, None)
                 for key, c in (("auto", auto), ("old", old_auto))}
+        if old:
+            pick["old"] = (old.name(old_auto), old_lib_us) if old_auto >= 0 else (None, None)
         row = dict(k=k, n=n, bits=bits, m=m, cublas_us=cublas, auto=pick["auto"][0], auto_us=pick["auto"][1],
                    old=pick["old"][0], old_us=pick["old"][1], best=best, best_us=res[best], all=res)
         rows.append(row)

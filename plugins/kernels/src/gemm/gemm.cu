@@ -54,9 +54,7 @@ namespace {
 //   17 .. 21 (SM90) the balanced token tiles in clusters of 2 along N with multicast activations: at M = 333 the
 //     consumers of a 176-token CTA waited for their next K tile in 14.5 % of the samples (ncu) while every CTA read
 //     a 22.5 KB activation tile from L2 per 4 KB of INT4 weights; a cluster reads it once per pair.
-//   22 .. 24 (SM90) balanced token tiles of 192 channels (T = 144, 176, 192): three consumer warpgroups, so each K
-//     tile's activations feed 1.5x the channels and one warpgroup's conversion overlaps the others' wgmma. 512
-//     threads leave 128 registers per thread at compile time (no spills up to T = 192; T = 224 does not compile).
+//   22 .. 25 (SM90) 17 .. 20 with up to 8 pipeline stages (as many as fit: INT8 7, T = 192 7) instead of 6.
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -89,9 +87,10 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_176x128x64_s6_c2", 176, 128, 6, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_192x128x64_s6_c2", 192, 128, 6, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_224x128x64_s6_c2", 224, 128, 6, Kernel::kWgmmaWs, 2},
-    {"wgmma_ws_144x192x64_s6", 144, 192, 6, Kernel::kWgmmaWs, 1},
-    {"wgmma_ws_176x192x64_s6", 176, 192, 6, Kernel::kWgmmaWs, 1},
-    {"wgmma_ws_192x192x64_s6", 192, 192, 6, Kernel::kWgmmaWs, 1},
+    {"wgmma_ws_144x128x64_s8_c2", 144, 128, 8, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_160x128x64_s8_c2", 160, 128, 8, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_176x128x64_s8_c2", 176, 128, 8, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_192x128x64_s8_c2", 192, 128, 8, Kernel::kWgmmaWs, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
@@ -272,12 +271,13 @@ size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory in clusters of `cluster` CTAs along x, raising the
+// Launches `kernel` with `smem` bytes of dynamic shared memory in clusters of `cluster` CTAs along x (`pdl`: as a
+// programmatic dependent of the stream's previous kernel, which must trigger it: ws_clear_flags), raising the
 // kernel's limit once per device first (`done_mask`: the caller's static, one per kernel instantiation, bit i =
 // device i done).
 template <typename... Params>
 trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
-                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster,
+                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster, bool pdl,
                              const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -293,13 +293,20 @@ trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, 
     config.blockDim = dim3(threads);
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
+    cudaLaunchAttribute attr[2];
     config.attrs = attr;
-    config.numAttrs = cluster > 1 ? 1 : 0;
+    if (cluster > 1) {
+        attr[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attr[config.numAttrs].val.clusterDim.x = cluster;
+        attr[config.numAttrs].val.clusterDim.y = 1;
+        attr[config.numAttrs].val.clusterDim.z = 1;
+        ++config.numAttrs;
+    }
+    if (pdl) {
+        attr[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++config.numAttrs;
+    }
     e = cudaLaunchKernelEx(&config, kernel, params...);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
@@ -313,7 +320,7 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
-                         stream, 1, args);
+                         stream, 1, false, args);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
@@ -322,7 +329,7 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
-                         done_mask, stream, 1, args);
+                         done_mask, stream, 1, false, args);
 }
 
 // The driver's tensor-map encoder, reached through the runtime (the library does not link libcuda).
@@ -355,10 +362,9 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1,
-          int NC = kWsConsumers>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    constexpr int kCH = NC * MT * 64, kI = BITS == 8 ? 2 : 4;
+    constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w, tmap_w2;
     // Activations [M, K] (16-bit elements), box 64 k x TOK / CLUSTER rows (each CTA of a cluster loads its share);
     // packed weights [N / I lines, K / 2 words], box 32 words (one 128-byte line) x CH / I lines. FP6 rows are
@@ -379,30 +385,31 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
         sched.slot_period = ws_slot_period(plan);
         sched.partials = static_cast<float*>(workspace);
         sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + ws_partials_bytes(plan));
-        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, ws_flags_bytes(plan), stream);
+        const int flags = static_cast<int>(shared_tiles(plan));
+        ws_clear_flags<<<std::min(ceil_div(flags, 256), kSms), 256, 0, stream>>>(sched.flags, flags);
+        const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return cuda_fail(e);
     }
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH, NC>;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK, NC), smem, done_mask, stream, CLUSTER,
-                         args, sched, tmap_x, tmap_w, tmap_w2);
+    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
+                         plan.split > 1, args, sched, tmap_x, tmap_w, tmap_w2);
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1, int NC = kWsConsumers>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return plan.two_pieces
-               ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH, NC>(args, plan, workspace, stream)
-               : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH, NC>(args, plan, workspace, stream);
+    return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH>(args, plan, workspace, stream)
+                           : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH>(args, plan, workspace, stream);
 }
 
-// A tile of tiles 11 .. 24: TOK tokens x 64 NC channels, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
-template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1, int NC = kWsConsumers>
+// A 128-channel tile of tiles 11 .. 25: TOK tokens, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
+template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1>
 trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH, NC>(args, plan, workspace, stream);
+    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH>(args, plan, workspace, stream);
 }
 
 template <int BITS, typename T>
@@ -431,9 +438,10 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 19: return launch_balanced<176, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         case 20: return launch_balanced<192, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         case 21: return launch_balanced<224, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
-        case 22: return launch_balanced<144, 6, 1, BITS, T, 1, 3>(args, plan, workspace, stream);
-        case 23: return launch_balanced<176, 6, 1, BITS, T, 1, 3>(args, plan, workspace, stream);
-        case 24: return launch_balanced<192, 6, 1, BITS, T, 1, 3>(args, plan, workspace, stream);
+        case 22: return launch_balanced<144, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 23: return launch_balanced<160, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 24: return launch_balanced<176, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 25: return launch_balanced<192, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -469,14 +477,16 @@ namespace {
 // whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and `partial` per 256 tokens of each
 // partial a tile's last CTA sums.
 struct CostModel {
-    double ktile, fp6_ktile, token, shared, partial;
+    double ktile, fp6_ktile, token, shared, partial, cluster;
 };
-constexpr CostModel kCost{0.30, 0.035, 0.0019, 4.0, 3.0};
+constexpr CostModel kCost{0.30, 0.035, 0.0019, 4.0, 3.0, 0.99};
 
 double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
     const TileConfig& t = kTiles[plan.tile];
     const double fp6 = p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? kCost.fp6_ktile : 0.0;
-    const double tile_k = kCost.ktile + fp6 + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
+    const double factor = t.cluster > 1 ? kCost.cluster : 1.0;
+    const double tile_k = (kCost.ktile + fp6 + kCost.token * t.bm) * factor, wave = double(ws_wave(t)),
+                 k_tiles = double(p.k / kBK);
     if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
     return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + kCost.shared +
            kCost.partial * t.bm / 256.0 * plan.split;
@@ -491,7 +501,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
     for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
-        if (kTiles[tile].depth != 1 || kTiles[tile].cluster != 1 || kTiles[tile].bn != 128) continue;
+        if (kTiles[tile].depth != 1 || kTiles[tile].stages == 8) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);

@@ -18,9 +18,10 @@
 //     from the producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
 //   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
 //     rows are written with 16-byte stores along N.
-//   * CLUSTER = 2 (the 64-token tile, M <= 64): the two CTAs of a cluster take neighbouring N tiles of the same
-//     tokens and each loads half of the activation tile with a multicast TMA into both: the activation, 2/3 of a
-//     128-channel CTA's inbound bytes at 64 tokens and re-read from L2 by every CTA, is read once per pair. Each
+//   * CLUSTER = 2 (the 64-token tile, M <= 64; the balanced tiles, M > 128): the two CTAs of a cluster take
+//     neighbouring N tiles of the same tokens and each loads half of the activation tile with a multicast TMA into
+//     both: the activation, 2/3 of a 128-channel CTA's inbound bytes at 64 tokens (over 80 % at 176) and re-read from L2
+//     by every CTA, is read once per pair. Each
 //     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
 //     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
 //     while its peer may still arrive on its barriers.
@@ -45,13 +46,9 @@
 namespace trt_woq {
 namespace gemm {
 
-constexpr int kWsConsumers = 2;  // consumer warpgroups (the kernel's NC; the 192-channel tiles have 3)
-// Registers per thread after setmaxnreg (one CTA per SM): the producer warpgroup keeps few, the NC consumer
-// warpgroups share the rest of the 64K register file (multiples of 8): 40 / 232 with two consumers, 32 / 160 with
-// three.
-__host__ __device__ constexpr int ws_producer_regs(int nc) { return nc == 2 ? 40 : 32; }
-__host__ __device__ constexpr int ws_consumer_regs(int nc) { return (65536 / 128 - ws_producer_regs(nc)) / nc / 8 * 8; }
-static_assert(128 * ws_producer_regs(3) + 3 * 128 * ws_consumer_regs(3) <= 65536, "register file");
+constexpr int kWsConsumers = 2;                      // consumer warpgroups
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;  // after setmaxnreg: 128 * 40 + 256 * 232 <= 64K
+static_assert(128 * kWsProducerRegs + 128 * kWsConsumers * kWsConsumerRegs <= 65536, "register file");
 // CTAs per SM: the 64-token tile (32 accumulators per thread) runs two, so that an SM has four consumer
 // warpgroups to hide the latency of the weight stream; the larger tiles one.
 __host__ __device__ constexpr int ws_ctas_per_sm(int tok) { return tok <= 64 ? 2 : 1; }
@@ -60,8 +57,8 @@ __host__ __device__ constexpr int ws_ctas_per_sm(int tok) { return tok <= 64 ? 2
 // single producer warp (no setmaxnreg; 288 threads leave the consumers 112 registers, where 384 would leave 80
 // and serialize the wgmma).
 __host__ __device__ constexpr bool ws_reg_shift(int tok) { return ws_ctas_per_sm(tok) == 1; }
-__host__ __device__ constexpr int ws_threads(int tok, int nc = kWsConsumers) {
-    return ws_reg_shift(tok) ? (nc + 1) * 128 : nc * 128 + 32;
+__host__ __device__ constexpr int ws_threads(int tok) {
+    return ws_reg_shift(tok) ? (kWsConsumers + 1) * 128 : kWsConsumers * 128 + 32;
 }
 
 // Shared-memory geometry: `stages` x {activation tile, packed lines, scales, zeros}, each stage 1024-byte aligned
@@ -92,7 +89,7 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
 // The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
 // units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + ceil((units - dp_tiles) * tile_iters / share))
 // CTAs. partials: one [TOK * CH] FP32 slot per (CTA that stores a partial, rank); flags: one zeroed counter per
-// (shared unit, rank) (the host clears them before the launch). A shared CTA c stores a partial unless its share
+// (shared unit, rank) (ws_clear_flags clears them before the launch). A shared CTA c stores a partial unless its share
 // ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens every
 // slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
 struct WsSchedule {
@@ -206,22 +203,24 @@ __device__ __forceinline__ unsigned int flag_acquire_load(const unsigned int* fl
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
     return v;
 }
-// Barrier of the NC consumer warpgroups only (id 1; 0 is __syncthreads).
-template <int NC = kWsConsumers>
+// Programmatic dependent launch: waits until the grids this one depends on (ws_clear_flags) completed and their
+// writes are visible; returns at once in a grid launched without the attribute.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// Barrier of the consumer warpgroups only (id 1; 0 is __syncthreads).
 __device__ __forceinline__ void consumers_sync() {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(NC * 128) : "memory");
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumers * 128) : "memory");
 }
 #endif
 
 // Writes the staged FP32 tile epi[TOK][PITCH] (channels n0 .. n0 + CH) to rows m0 .. of Y with the bias added. V = 8
 // contiguous channels per thread: one 16-byte store when N and the pointer allow it, else 2-channel stores (N is
-// even). NC consumer warpgroups share the rows.
-template <int TOK, int CH, int PITCH, int NC, typename OutT>
+// even).
+template <int TOK, int CH, int PITCH, typename OutT>
 __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, int n0, const GemmArgs& args,
                                            OutT* out) {
     constexpr int V = 8;
-    constexpr int kChunks = CH / V, kRowStep = NC * 128 / kChunks;
-    static_assert(NC * 128 % kChunks == 0, "each thread keeps one chunk column");
+    constexpr int kChunks = CH / V, kRowStep = kWsConsumers * 128 / kChunks;
+    static_assert(kWsConsumers * 128 % kChunks == 0, "each thread keeps one chunk column");
     const int c = ctid % kChunks, n = n0 + c * V;
     if (n >= args.n) return;
     const bool whole = n + V <= args.n && args.n % V == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
@@ -267,21 +266,18 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
     });
 }
 
-// TOK tokens x CH = NC x MT x 64 channels per CTA (NC consumer warpgroups); up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
+// TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
 // share the activation tile; PIECES: 2 where a CTA may take two pieces (stream-K), else 1 (whole tiles and the
 // tail split, whose code then stays that of a single piece: with the loop the 128 x 256 tile measured 15-20 %
 // slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines. DEPTH:
 // wgmma groups in flight while the next K tile converts (DEPTH + 1 fragment buffers; a stage goes back to the producer
-// DEPTH tiles after its group was issued). NC = 3 (192 channels): each K tile's activations feed 1.5x the
-// channels, and a third warpgroup's conversion overlaps the others' wgmma groups.
-template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1,
-          int NC = kWsConsumers>
-__global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
+// DEPTH tiles after its group was issued).
+template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1>
+__global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
-    static_assert(NC == 2 || (NC == 3 && ws_reg_shift(TOK)), "three consumers only with the register shift");
-    constexpr int kCH = NC * MT * 64;
+    constexpr int kCH = kWsConsumers * MT * 64;
     constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS);
     constexpr int STAGES = L.stages;
     static_assert(L.x_bytes % 1024 == 0, "the weight lines must start 1024-byte aligned (swizzle atom)");
@@ -319,7 +315,7 @@ __global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
-            mbar_init(empty_bar + 8 * s, CLUSTER * NC * 128);  // per consumer thread of the cluster
+            mbar_init(empty_bar + 8 * s, CLUSTER * kWsConsumers * 128);  // per consumer thread of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -369,15 +365,15 @@ __global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
 
     constexpr bool kRegShift = ws_reg_shift(TOK);
     constexpr int kConsumer0 = kRegShift ? 128 : 0;  // first consumer thread
-    if (kRegShift ? wg == 0 : wg == NC) {
+    if (kRegShift ? wg == 0 : wg == kWsConsumers) {
         // Producer: warp 0 of the first warpgroup (the other three only give their registers back), or the last warp.
-        if constexpr (kRegShift) regs_dealloc<ws_producer_regs(NC)>();
-        if (warp == (kRegShift ? 0 : 4 * NC)) produce();
+        if constexpr (kRegShift) regs_dealloc<kWsProducerRegs>();
+        if (warp == (kRegShift ? 0 : 4 * kWsConsumers)) produce();
         return;
     }
 
     // Consumer warpgroups.
-    if constexpr (kRegShift) regs_alloc<ws_consumer_regs(NC)>();
+    if constexpr (kRegShift) regs_alloc<kWsConsumerRegs>();
     const int ctid = tid - kConsumer0, cw = ctid / 128, wq = warp & 3;
     constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per packed word
     constexpr int kSteps = kBK / 16;
@@ -452,7 +448,7 @@ __global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
 #pragma unroll
         for (int r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(empty_bar + 8 * s, (rank + r) % CLUSTER);
     };
-    constexpr int kAcc = MT * TOK / 2, kPart = kAcc * NC * 128;  // partial slot: floats per CTA
+    constexpr int kAcc = MT * TOK / 2, kPart = kAcc * kWsConsumers * 128;  // partial slot: floats per CTA
     for (int q = 0; q < n_pieces; ++q) {
         const WsPiece p = ws_piece(sched, unit, k_tiles, q);
         const int n_k = p.kt_end - p.kt_begin;
@@ -492,25 +488,30 @@ __global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int j = 0; j < TOK / 2; ++j) __stcg(dst + (mt * TOK / 2 + j) * (NC * 128), acc[mt][j]);
+                for (int j = 0; j < TOK / 2; ++j) __stcg(dst + (mt * TOK / 2 + j) * (kWsConsumers * 128), acc[mt][j]);
             __threadfence();
-            consumers_sync<NC>();
-            if (ctid == 0) flag_release_add(sched.flags + shared_unit * CLUSTER + rank);
+            consumers_sync();
+            if (ctid == 0) {
+                grid_dependency_wait();  // the counters are cleared
+                flag_release_add(sched.flags + shared_unit * CLUSTER + rank);
+            }
             continue;
         }
         if (p.parts > 0) {
             // The tile's tail: wait for its partials, add them in CTA order.
-            if (ctid == 0)
+            if (ctid == 0) {
+                grid_dependency_wait();
                 while (flag_acquire_load(sched.flags + shared_unit * CLUSTER + rank) < unsigned(p.parts))
                     __nanosleep(128);
-            consumers_sync<NC>();
+            }
+            consumers_sync();
             for (int z = 0; z < p.parts; ++z) {
                 const float* src = sched.partials + (size_t)((p.first + z) * CLUSTER + rank) * kPart + ctid;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int j = 0; j < TOK / 2; ++j)
-                        acc[mt][j] += __ldcg(src + (mt * TOK / 2 + j) * (NC * 128));
+                        acc[mt][j] += __ldcg(src + (mt * TOK / 2 + j) * (kWsConsumers * 128));
             }
         }
 
@@ -523,7 +524,7 @@ __global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) f[mt][h] = channel_factor<BITS, T>(args, n0 + ch_local[mt][h]);
-        consumers_sync<NC>();
+        consumers_sync();
         float* epi = reinterpret_cast<float*>(smem);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -533,12 +534,22 @@ __global__ void __launch_bounds__(ws_threads(TOK, NC), ws_ctas_per_sm(TOK))
                 for (int e = 0; e < 4; ++e)
                     epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] =
                         BITS == 6 ? acc[mt][4 * j + e] * f[mt][e >> 1] : acc[mt][4 * j + e];
-        consumers_sync<NC>();
-        store_rows<TOK, kCH, L.epi_pitch, NC>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
+        consumers_sync();
+        store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
     }
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
 #endif
+}
+
+// Zeroes the shared tiles' counters before a ws launch that shares tiles. It lets that launch start at once
+// (programmatic dependent launch): the ws kernel's K loop runs while this one clears, and only its counter accesses
+// wait for it (grid_dependency_wait), so the clearing costs no serialized launch as a memset before the kernel did.
+__global__ void ws_clear_flags(unsigned int* flags, int n) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) flags[i] = 0;
 }
 
 }  // namespace gemm
