@@ -1,16 +1,18 @@
 """The SM90 GEMM dispatch's cost model for M > 128 on the host (gemm.cu: make_plan, ws_cost, balanced_pick), so that
-a candidate sweep's JSON can be scored against any set of constants without a GPU: the fit behind the constants in
-gemm.cu, the pruning of sweep_gemm.py and its "old" column (the rule with another set of constants and tiles, timed
-through the same run's candidates).
+a candidate sweep's JSON (tests/device/sweep_gemm.py) can be scored against any constants and tiles without a GPU:
+the fit behind gemm.cu's constants, the pruning of sweep_gemm.py, and the figures of docs/kernels_gemm.md.
 
-    python3 tests/device/gemm_cost.py check SWEEP.json     # this model's picks == the library's (the 'auto' column)
-    python3 tests/device/gemm_cost.py check SWEEP.json LIB # == those of LIB's dispatch (host code: no GPU needed;
-                                                           # LIB: a GEMM test library, libtrt_woq_gemm.so)
-    python3 tests/device/gemm_cost.py fit SWEEP.json       # grid search of the tile factors; per-format scores
+    python3 tests/device/gemm_cost.py check SWEEP.json [LIB] # RULE's picks == the run's dispatch ('auto'), or those
+                                                           # of LIB's dispatch (host code: a GEMM test library,
+                                                           # libtrt_woq_gemm.so, built for any arch; no GPU needed)
+    python3 tests/device/gemm_cost.py score SWEEP.json     # per format / shape / M range: RULE's picks x cuBLAS FP16,
+                                                           # the run's 'old' column (--old-lib) and the fastest
+    python3 tests/device/gemm_cost.py fit SWEEP.json       # grid search: the clustered tiles with a per-K-tile
+                                                           # factor, a stream-K term, the sharing constant
 
 A tile is (name, tokens T, cluster); its candidates are whole tiles, the tail split and stream-K. Per K tile of one
-CTA (a cluster's CTAs run side by side) it costs (ktile + fp6 + token T) x factor, the factor `c2` for the clustered
-tiles, else 1.
+CTA (a cluster's CTAs run side by side) it costs (ktile + fp6 + token T) x factor (`c2` for the clustered tiles,
+else 1), stream-K plans `streamk` more.
 """
 
 from __future__ import annotations
@@ -41,13 +43,14 @@ class Model:
     shared: float = 4.0
     partial: float = 3.0
     c2: float = 1.0
+    streamk: float = 0.0  # stream-K's two-piece kernel: this fraction more per K tile (its whole waves too)
 
 
-BALANCED = [Tile(f"wgmma_ws_{t}x128x64_s6", t) for t in (144, 160, 176, 192, 224)]
-OLD_TILES = [Tile("wgmma_ws_256x128x64_s5", 256)] + BALANCED
-C2_TILES = [Tile(f"wgmma_ws_{t}x128x64_s6_c2", t, 2) for t in (144, 160, 176, 192, 224)]
-C2_S8_TILES = [Tile(f"wgmma_ws_{t}x128x64_s8_c2", t, 2) for t in (144, 160, 176, 192)]
-OLD_MODEL = Model()
+# gemm.cu's balanced_pick: its constants (kCost) and tiles.
+RULE = Model()
+RULE_TILES = [Tile("wgmma_ws_256x128x64_s5", 256)] + [Tile(f"wgmma_ws_{t}x128x64_s6", t)
+                                                       for t in (144, 160, 176, 192, 224)]
+C2_TILES = [Tile(f"wgmma_ws_{t}x128x64_s6_c2", t, 2) for t in (144, 160, 176, 192, 224)]  # tactics only
 
 
 def cdiv(a: int, b: int) -> int:
@@ -79,7 +82,7 @@ def plan(tile: Tile, variant: str, m: int, n: int, k: int) -> dict | None:
         tile_iters = kt
         if share >= kt:
             return None
-    return dict(split=cdiv(tile_iters, share), share=share, tiles=tiles, dp=dp)
+    return dict(split=cdiv(tile_iters, share), share=share, tiles=tiles, dp=dp, streamk=variant == "streamk")
 
 
 def cost(model: Model, tile: Tile, p: dict, bits: int, k: int) -> float:
@@ -89,6 +92,7 @@ def cost(model: Model, tile: Tile, p: dict, bits: int, k: int) -> float:
     wave, k_tiles = SMS / tile.cluster, k / BK
     if p["split"] < 2:
         return math.ceil(p["tiles"] / wave) * k_tiles * tile_k
+    tile_k *= 1 + (model.streamk if p["streamk"] else 0.0)
     return (p["dp"] / wave * k_tiles * tile_k + p["share"] * tile_k + model.shared
             + model.partial * tile.tok / 256 * p["split"])
 
@@ -120,6 +124,14 @@ def ranked(model: Model, tiles, m: int, n: int, k: int, bits: int, within: float
     return [name for name, c in costs.items() if c <= within * low]
 
 
+def m_range(m: int) -> str:
+    return "129-1023" if m < 1024 else ">=1024"
+
+
+def gm_min(values: list[float]) -> tuple[float, float, int]:
+    return math.exp(sum(map(math.log, values)) / len(values)), min(values), len(values)
+
+
 def score(rows, model: Model, tiles) -> dict:
     """Per (bits, M range): geometric mean / minimum of cuBLAS time / the pick's time, and of (fastest of `tiles`'
     timed candidates) / the pick's time, over the rows where the pick was timed."""
@@ -130,11 +142,28 @@ def score(rows, model: Model, tiles) -> dict:
         if p is None:
             continue
         best = min(v for c, v in r["all"].items() if c in names and v)
-        key = (r["bits"], "129-1023" if r["m"] < 1024 else ">=1024")
+        key = (r["bits"], m_range(r["m"]))
         out[key]["x cuBLAS"].append(r["cublas_us"] / r["all"][p])
         out[key]["best/pick"].append(best / r["all"][p])
-    return {key: {what: (math.exp(sum(map(math.log, v)) / len(v)), min(v), len(v)) for what, v in d.items()}
-            for key, d in sorted(out.items())}
+    return {key: {what: gm_min(v) for what, v in d.items()} for key, d in sorted(out.items())}
+
+
+def table(rows) -> str:
+    """Per (bits, shape, M range) and per (bits, M range): x cuBLAS FP16 (geometric mean / minimum) of RULE's picks,
+    of the 'old' column and of the fastest candidate timed."""
+    groups = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in rows:
+        p = pick(RULE, RULE_TILES, r["m"], r["n"], r["k"], r["bits"])
+        for key in ((r["bits"], f"{r['k']} x {r['n']}", m_range(r["m"])), (r["bits"], "all", m_range(r["m"]))):
+            groups[key]["rule"].append(r["cublas_us"] / r["all"][p])
+            if r.get("old_us"):
+                groups[key]["old"].append(r["cublas_us"] / r["old_us"])
+            groups[key]["best"].append(r["cublas_us"] / min(v for v in r["all"].values() if v))
+    out = ["| bits | K x N | M | n | rule | old | fastest |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (bits, shape, rng), d in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] == "all", kv[0][2])):
+        cells = [("%.3f / %.3f" % gm_min(d[w])[:2]) if d[w] else "-" for w in ("rule", "old", "best")]
+        out.append(f"| {bits} | {shape} | {rng} | {len(d['rule'])} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def fmt(scores: dict) -> str:
@@ -171,26 +200,25 @@ def main() -> int:
     if cmd == "check":
         lib_pick = library_dispatch(sys.argv[3]) if len(sys.argv) > 3 else lambda r: r["auto"]
         bad = [(r["bits"], r["k"], r["n"], r["m"], lib_pick(r)) for r in rows
-               if pick(CURRENT, CURRENT_TILES, r["m"], r["n"], r["k"], r["bits"]) != lib_pick(r)]
+               if pick(RULE, RULE_TILES, r["m"], r["n"], r["k"], r["bits"]) != lib_pick(r)]
         print(f"{len(rows) - len(bad)} of {len(rows)} picks as the library's")
         for b in bad[:20]:
             print("  differs:", b)
         return 1 if bad else 0
-    print("old rule:\n" + fmt(score(rows, OLD_MODEL, OLD_TILES)))
-    for label, tiles in (("c2 s6", OLD_TILES + C2_TILES), ("c2 s8", OLD_TILES + C2_S8_TILES)):
-        best = None
-        for c2 in [0.90 + 0.005 * i for i in range(31)]:
-            model = replace(CURRENT, c2=c2)
-            s = score(rows, model, tiles)
-            objective = sum(math.log(d["best/pick"][0]) for d in s.values())
-            if best is None or objective > best[0]:
-                best = (objective, model, s)
-        print(f"{label} fitted {best[1]}:\n" + fmt(best[2]))
+    if cmd == "score":
+        print(table(rows))
+        return 0
+    print("the rule:\n" + fmt(score(rows, RULE, RULE_TILES)))
+    best = None
+    for c2, streamk, shared in itertools.product([0.90 + 0.01 * i for i in range(16)], [0.0, 0.01, 0.02, 0.04],
+                                                 [1.0, 2.0, 3.0, 4.0]):
+        model = replace(RULE, c2=c2, streamk=streamk, shared=shared)
+        s = score(rows, model, RULE_TILES + C2_TILES)
+        objective = sum(math.log(d["best/pick"][0]) for d in s.values())
+        if best is None or objective > best[0]:
+            best = (objective, model, s)
+    print(f"best with the clustered tiles: {best[1]}:\n" + fmt(best[2]))
     return 0
-
-
-# The rule gemm.cu implements now (check: this model's picks are the library's).
-CURRENT, CURRENT_TILES = replace(OLD_MODEL, c2=0.99), OLD_TILES + C2_TILES
 
 if __name__ == "__main__":
     sys.exit(main())

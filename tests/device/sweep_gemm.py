@@ -4,10 +4,9 @@ docs/kernels_gemm.md.
 
 For each (K, N, bits, M) the candidates that support the problem, the dispatch's pick and cuBLAS FP16 (torch.matmul)
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
-taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS. The "old"
-column: without --old-lib, the rule of gemm_cost.OLD_MODEL over gemm_cost.OLD_TILES (its picks computed on the host,
-timed here); --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by that library
-(its own kernels) in the same interleaved timing. --prune R: of the
+taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS (with --prune,
+the candidates it keeps). --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by
+that library (its own kernels) in the same interleaved timing, is the "old" column. --prune R: of the
 candidates the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old
 dispatch and the fastest candidate) and a summary per (bits, shape, M range) with the geometric mean and the
 minimum; writes every time to --json.
@@ -36,8 +35,8 @@ from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
 # The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
 # (20, 21), the balanced token tiles (25-39), the 256 x 128 tile with two wgmma groups in flight (40-42), the balanced
-# tiles in clusters of 2 (43-57) and the same with 8 stages (58-69).
-SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 70))
+# tiles in clusters of 2 (43-57).
+SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 58))
 BIG_MS = [2048, 4096]
 RANGES = ((129, 1023), (1024, None))
 WEIGHT_FORMATS = {4: 128, 8: -1, 6: -1}  # bits -> group size
@@ -47,7 +46,7 @@ def copies_for(nbytes: int, l2: int) -> int:
     return max(1, min(8, math.ceil(2.5 * l2 / nbytes)))
 
 
-MODEL_TILES = gemm_cost.OLD_TILES + gemm_cost.C2_TILES + gemm_cost.C2_S8_TILES
+MODEL_TILES = gemm_cost.RULE_TILES + gemm_cost.C2_TILES
 
 
 def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands, l2: int, replays: int,
@@ -58,12 +57,11 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
                for _ in range(copies_for(k * n * bits // 8, l2))]
     w16 = [torch.randn(k, n, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies_for(2 * k * n, l2))]
     rows = []
-    ids = {g.name(c): c for c in range(g.count())}
     modelled = {f"gemm_{t.name}{v}" for t in MODEL_TILES for v in gemm_cost.VARIANTS.values()}
     for m in ms:
         m_cands = cands if m not in BIG_MS or prune else [14]
         if prune:
-            near = set(gemm_cost.ranked(gemm_cost.CURRENT, MODEL_TILES, m, n, k, bits, prune))
+            near = set(gemm_cost.ranked(gemm_cost.RULE, MODEL_TILES, m, n, k, bits, prune))
             m_cands = [c for c in m_cands if g.name(c) in near or g.name(c) not in modelled]
         x = weights[0].x[:m].contiguous()
         out = torch.empty(m, n, device="cuda", dtype=torch.float16)
@@ -72,8 +70,7 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
             p.x = x
         prm0 = probs[0].params(out)
         auto = g.dispatch(prm0)
-        old_auto = (old.dispatch(prm0) if old else -1 if m <= 128 else
-                    ids[gemm_cost.pick(gemm_cost.OLD_MODEL, gemm_cost.OLD_TILES, m, n, k, bits)])
+        old_auto = old.dispatch(prm0) if old else -1
         names, methods, keep = ["cublas_fp16"], [[(lambda w=w: torch.matmul(x, w, out=out)) for w in w16]], []
         for c in sorted(set(m_cands) | {auto, -1 if old else old_auto} - {-1}):
             if g.supports(c, prm0) != OK:

@@ -53,8 +53,9 @@ namespace {
 //     tiles with DEPTH 2 measured no faster than with 1.
 //   17 .. 21 (SM90) the balanced token tiles in clusters of 2 along N with multicast activations: at M = 333 the
 //     consumers of a 176-token CTA waited for their next K tile in 14.5 % of the samples (ncu) while every CTA read
-//     a 22.5 KB activation tile from L2 per 4 KB of INT4 weights; a cluster reads it once per pair.
-//   22 .. 25 (SM90) 17 .. 20 with up to 8 pipeline stages (as many as fit: INT8 7, T = 192 7) instead of 6.
+//     a 22.5 KB activation tile from L2 per 4 KB of INT4 weights; a cluster reads it once per pair. Tactics only:
+//     up to 5 % faster at some points of the H100 sweep, slower on average, and no cost-model factor for them
+//     gained anything over the sweep (docs/kernels_gemm.md).
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -87,10 +88,6 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_176x128x64_s6_c2", 176, 128, 6, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_192x128x64_s6_c2", 192, 128, 6, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_224x128x64_s6_c2", 224, 128, 6, Kernel::kWgmmaWs, 2},
-    {"wgmma_ws_144x128x64_s8_c2", 144, 128, 8, Kernel::kWgmmaWs, 2},
-    {"wgmma_ws_160x128x64_s8_c2", 160, 128, 8, Kernel::kWgmmaWs, 2},
-    {"wgmma_ws_176x128x64_s8_c2", 176, 128, 8, Kernel::kWgmmaWs, 2},
-    {"wgmma_ws_192x128x64_s8_c2", 192, 128, 8, Kernel::kWgmmaWs, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
@@ -121,6 +118,7 @@ constexpr int kSms = 132;
 constexpr int kTargetCtas = 2 * kSms;
 constexpr int kMinKTilesPerSplit = 4;
 constexpr int kMaxTailSplitAlone = 4;  // heuristic: most slices of a tail split without whole tiles
+constexpr int kPdlMaxWaves = 4;        // ws launches that share tiles after fewer whole waves overlap the clearing
 // CTAs (cluster units) of warp-specialized tile `t` that run at once on kSms SMs: one wave.
 int64_t ws_wave(const TileConfig& t) { return kSms * ws_ctas_per_sm(t.bm) / t.cluster; }
 
@@ -395,8 +393,12 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    // The counters' clearing overlaps the kernel (programmatic dependent launch) only before few whole waves: there
+    // it saved 1.5-2.8 % (geometric means, H100 sweep); after 4 or more its latency is a small part of the run and
+    // the overlapped launch measured 2 % slower with the tail split (8192 x 57344, M = 2048: 5-10 %).
+    const bool pdl = plan.split > 1 && plan.dp_tiles < kPdlMaxWaves * ws_wave(kTiles[plan.tile]);
     return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
-                         plan.split > 1, args, sched, tmap_x, tmap_w, tmap_w2);
+                         pdl, args, sched, tmap_x, tmap_w, tmap_w2);
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
@@ -406,7 +408,7 @@ trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, vo
                            : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH>(args, plan, workspace, stream);
 }
 
-// A 128-channel tile of tiles 11 .. 25: TOK tokens, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
+// A 128-channel tile of tiles 11 .. 21: TOK tokens, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
 template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1>
 trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH>(args, plan, workspace, stream);
@@ -438,10 +440,6 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 19: return launch_balanced<176, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         case 20: return launch_balanced<192, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         case 21: return launch_balanced<224, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
-        case 22: return launch_balanced<144, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
-        case 23: return launch_balanced<160, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
-        case 24: return launch_balanced<176, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
-        case 25: return launch_balanced<192, 8, 1, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -477,16 +475,14 @@ namespace {
 // whose CTAs share tiles pays `shared` once (the counters' memset, the waits) and `partial` per 256 tokens of each
 // partial a tile's last CTA sums.
 struct CostModel {
-    double ktile, fp6_ktile, token, shared, partial, cluster;
+    double ktile, fp6_ktile, token, shared, partial;
 };
-constexpr CostModel kCost{0.30, 0.035, 0.0019, 4.0, 3.0, 0.99};
+constexpr CostModel kCost{0.30, 0.035, 0.0019, 4.0, 3.0};
 
 double ws_cost(const Plan& plan, const trt_woq_linear_params& p) {
     const TileConfig& t = kTiles[plan.tile];
     const double fp6 = p.weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? kCost.fp6_ktile : 0.0;
-    const double factor = t.cluster > 1 ? kCost.cluster : 1.0;
-    const double tile_k = (kCost.ktile + fp6 + kCost.token * t.bm) * factor, wave = double(ws_wave(t)),
-                 k_tiles = double(p.k / kBK);
+    const double tile_k = kCost.ktile + fp6 + kCost.token * t.bm, wave = double(ws_wave(t)), k_tiles = double(p.k / kBK);
     if (plan.split < 2) return std::ceil(plan.tiles / wave) * k_tiles * tile_k;
     return plan.dp_tiles / wave * k_tiles * tile_k + plan.k_tiles_per_split * tile_k + kCost.shared +
            kCost.partial * t.bm / 256.0 * plan.split;
@@ -501,7 +497,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
     for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
-        if (kTiles[tile].depth != 1 || kTiles[tile].stages == 8) continue;
+        if (kTiles[tile].depth != 1 || kTiles[tile].cluster != 1) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);

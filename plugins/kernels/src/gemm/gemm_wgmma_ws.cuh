@@ -20,8 +20,8 @@
 //     rows are written with 16-byte stores along N.
 //   * CLUSTER = 2 (the 64-token tile, M <= 64; the balanced tiles, M > 128): the two CTAs of a cluster take
 //     neighbouring N tiles of the same tokens and each loads half of the activation tile with a multicast TMA into
-//     both: the activation, 2/3 of a 128-channel CTA's inbound bytes at 64 tokens (over 80 % at 176) and re-read from L2
-//     by every CTA, is read once per pair. Each
+//     both: the activation, 2/3 of a 128-channel CTA's inbound bytes at 64 tokens (over 80 % at 176) and re-read
+//     from L2 by every CTA, is read once per pair. Each
 //     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
 //     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
 //     while its peer may still arrive on its barriers.
@@ -542,9 +542,10 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
 #endif
 }
 
-// Zeroes the shared tiles' counters before a ws launch that shares tiles. It lets that launch start at once
-// (programmatic dependent launch): the ws kernel's K loop runs while this one clears, and only its counter accesses
-// wait for it (grid_dependency_wait), so the clearing costs no serialized launch as a memset before the kernel did.
+// Zeroes the shared tiles' counters before a ws launch that shares tiles. It lets that launch start at once where
+// the launch is a programmatic dependent (gemm.cu: before few whole waves): the ws kernel's K loop then runs while
+// this one clears, and only its counter accesses wait for it (grid_dependency_wait), so the clearing costs no
+// serialized launch latency as a memset before the kernel did.
 __global__ void ws_clear_flags(unsigned int* flags, int n) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
