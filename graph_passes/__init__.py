@@ -1,4 +1,4 @@
-"""graph_passes: ONNX -> weight-only INT8 / INT4 quantization passes for TensorRT (CPU only, numpy + onnx).
+"""graph_passes: ONNX -> low-bit weight quantization passes for TensorRT (CPU only, numpy + onnx).
 
 Public API:
   * numpy: :func:`weight_quantize`, :func:`weight_dequantize`, :func:`weight_only_linear` (Paddle-like names).

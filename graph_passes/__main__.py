@@ -1,6 +1,6 @@
-"""trt-woq: weight-only INT8 / INT4 quantization of ONNX models for TensorRT (``python -m graph_passes``).
+"""trt-woq: low-bit weight quantization of ONNX models for TensorRT (``python -m graph_passes``).
 
-Subcommands: quantize, inspect, compare (ONNX Runtime). ``python -m graph_passes SUBCOMMAND --help`` for each.
+Subcommands: quantize, inspect, compare (ONNX Runtime), twin. ``python -m graph_passes SUBCOMMAND --help`` for each.
 The TensorRT commands (build, compare against an engine) are ``python -m trt_woq``'s: it offers every subcommand.
 Errors print one line on stderr and exit with status 2.
 """
@@ -23,7 +23,7 @@ MAX_INPUT_ELEMENTS = 1 << 28  # per generated compare input: 1 GiB of float32
 
 # ------------------------------------------------------------------------------------------------------ commands
 def cmd_quantize(args) -> int:
-    """Quantize the weights of MODEL's MatMul / Gemm nodes to INT4 or INT8 (weight-only).
+    """Quantize the weights of MODEL's MatMul / Gemm / Conv nodes to INT8, INT4 or FP6 (weight-only or W8A8).
 
     Writes OUT (default MODEL.woq_<options>.onnx), with WeightOnlyLinear nodes for the TensorRT plugin (--format
     plugin) or standard DequantizeLinear + MatMul (--format qdq, opset 21). Prints a summary of the nodes rewritten and
@@ -45,7 +45,7 @@ def cmd_quantize(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    """Show which MatMul / Gemm nodes of MODEL would be quantized with the given options, and why the others not.
+    """Show which MatMul / Gemm / Conv nodes of MODEL the options would quantize, and why the others not.
 
     Reads only the graph (weights stay on disk); prints the same summary as quantize, then one line per node.
     """
@@ -87,16 +87,19 @@ def cmd_compare(args) -> int:
 
 def compare_kwargs(args) -> dict:
     """Keyword arguments of graph_passes.compare.compare (and trt_woq's compare_trt) from the compare options,
-    checked; the models' external data references too."""
+    checked; the models, their external data references and the data files too."""
+    from graph_passes.feeds import check_sources
+
     if not 0 <= args.seed < 2**32:
         raise UserError(f"--seed {args.seed}: must be in 0 .. 2**32 - 1")
     _check_model_files(args.original, args.quantized)
+    check_sources(args.data, args.data_script)
     return {"input_shapes": _parse_shapes(args.input_shape), "seed": args.seed, "min_cosine": args.min_cosine,
             "data": args.data, "data_script": args.data_script, "samples": args.samples}
 
 
 def cmd_build(args) -> int:
-    """Build a TensorRT engine from MODEL: moved to the TensorRT runtime, python -m trt_woq build (same options)."""
+    """Build a TensorRT engine from MODEL: python -m trt_woq build (same options), the CLI that has TensorRT."""
     raise UserError("build needs TensorRT: run `python -m trt_woq build MODEL ...` (same options)")
 
 
@@ -146,14 +149,12 @@ def _parse_shapes(items):
 
 
 def _check_model_files(*paths) -> None:
-    """The external data references of each model, checked before anything reads them (a missing model is left
-    to the command to report)."""
-    import os
-
+    """Each model (a readable ONNX file) and its external data references, checked before anything else runs, so
+    that a bad path is what the user hears of first (not a missing TensorRT, say)."""
     from graph_passes.files import external_data_files
     from graph_passes.pipeline import read_graph
 
-    for path in filter(os.path.isfile, paths):
+    for path in paths:
         external_data_files(read_graph(path), path)
 
 

@@ -36,11 +36,11 @@ import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from graph_passes.errors import UserError
+from graph_passes.files import check_model_path
 from graph_passes.layouts import get_layout
 from graph_passes.passes.checks import by_bits
 from graph_passes.passes.scopes import all_graphs
@@ -583,11 +583,9 @@ def load(path: str, external_data: bool = False):
     Q/DQ twin has to be built), which keeps memory down for big models: ONNX Runtime reads the files itself."""
     import onnx
 
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{path}: no such file")
+    check_model_path(path)
     try:
-        return onnx.load(str(p), load_external_data=external_data)
+        return onnx.load(str(path), load_external_data=external_data)
     except Exception as exc:  # onnx raises DecodeError, OSError, ... for a file that is not ONNX
         raise UserError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
 
@@ -654,8 +652,8 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
                 onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")
                 del twin
-                report.via = ("onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + MatMul / "
-                              "Conv; FP6: dequantized float weights)")
+                report.via = ("onnxruntime (CPU), plugin nodes replaced by their Q/DQ twin (DequantizeLinear + "
+                              "MatMul / Conv; FP6: dequantized float weights)")
         del quantized
         runners = [_session(run_paths["original"], "original"), _session(run_paths["quantized"], "quantized")]
         try:

@@ -103,12 +103,42 @@ def _check_limit(limit: int | None) -> None:
         raise UserError(f"the number of samples must be >= 1, got {limit}")
 
 
-def load_npz_feeds(path: str, specs: list[InputSpec], limit: int | None = None) -> list[dict[str, np.ndarray]]:
-    """Samples from ``path`` (see the module docstring); at most ``limit`` of them."""
-    _check_limit(limit)
+def _npz_path(path) -> str:
+    """``path`` when it is an existing .npz (or .npy) file by its first bytes; else a UserError saying how to make one
+    (numpy would try an unknown file as a pickle and suggest allow_pickle)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if not magic.startswith((b"PK", b"\x93NUMPY")):
+        raise UserError(f"{path}: not an .npz file; save one array per input with numpy.savez(path, name=array)")
+    return path
+
+
+def _script_path(spec) -> tuple[str, str]:
+    """(file, function) of ``FILE.py[:FUNC]``; UserError when the file does not exist."""
+    path, func_name = _parse_script_spec(os.fspath(spec))
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such file (expected FILE.py or FILE.py:FUNC)")
+    return path, func_name
+
+
+def check_sources(npz: str | None, script: str | None, options: tuple[str, str] = ("--data", "--data-script")) -> None:
+    """The checks of :func:`load_feeds` that need no model: one source at most, and it exists. A command runs them
+    before anything slow or anything that may be missing (TensorRT), so a wrong path is reported first."""
+    if npz and script:
+        raise UserError(f"give {options[0]} or {options[1]}, not both")
+    if npz:
+        _npz_path(npz)
+    if script:
+        _script_path(script)
+
+
+def load_npz_feeds(path: str, specs: list[InputSpec], limit: int | None = None) -> list[dict[str, np.ndarray]]:
+    """Samples from ``path`` (see the module docstring); at most ``limit`` of them."""
+    _check_limit(limit)
+    path = _npz_path(path)
     try:
         npz = np.load(path, allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - BadZipFile, ValueError, OSError...
@@ -166,9 +196,7 @@ def _folder_on_path(script: str):
 def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = None) -> list[dict[str, np.ndarray]]:
     """Samples from ``FILE.py[:FUNC]`` (see the module docstring); at most ``limit`` of them."""
     _check_limit(limit)
-    path, func_name = _parse_script_spec(os.fspath(spec))
-    if not os.path.isfile(path):
-        raise UserError(f"{path}: no such file (expected FILE.py or FILE.py:FUNC)")
+    path, func_name = _script_path(spec)
     mod_name = f"_trt_woq_data_{abs(hash(os.path.abspath(path)))}"
     try:
         mspec = importlib.util.spec_from_file_location(mod_name, path)
@@ -211,8 +239,7 @@ def load_feeds(npz: str | None, script: str | None, specs: list[InputSpec], limi
                options: tuple[str, str] = ("--data", "--data-script")) -> list[dict[str, np.ndarray]] | None:
     """The samples of an .npz file or of a data script (None when neither is given); ``options`` names the two
     command-line options in the one-line error for both given."""
-    if npz and script:
-        raise UserError(f"give {options[0]} or {options[1]}, not both")
+    check_sources(npz, script, options)
     if npz:
         return load_npz_feeds(npz, specs, limit)
     if script:

@@ -4,8 +4,8 @@
   reference itself (inside the model's folder, a regular file, offset + length within it) before anything reads it.
 * Outputs (:class:`Outputs`): an output model, its external data file and a report are compared as FILES (links
   resolved, ``os.path.samefile`` where both exist) with the inputs and with each other; a folder, a FIFO or a
-  device is refused, an existing file too unless ``force``. Everything is written under temporary names in the target folders first and
-  renamed into place only once all of it is written, so that an error leaves nothing new behind.
+  device is refused, an existing file too unless ``force``. Everything is written under temporary names in the target
+  folders first and renamed into place only once all of it is written, so that an error leaves nothing new behind.
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ import tempfile
 from graph_passes.errors import UserError
 
 _SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
+
+
+def check_model_path(path: str) -> None:
+    """UserError unless ``path`` names an existing file (what a model must be before anything parses it)."""
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a folder, expected an .onnx file")
 
 
 def external_data_files(model, path: str) -> list[str]:

@@ -69,11 +69,6 @@ def encode(x: np.ndarray) -> np.ndarray:
     return (code | ((val < 0).astype(np.int64) << 5)).astype(np.uint8)
 
 
-def representable_values() -> np.ndarray:
-    """The 64 code values in code order (float64); codes 0 and 32 are +0 and -0."""
-    return decode(np.arange(64))
-
-
 def dequantize(codes: np.ndarray, scales: np.ndarray, group_size: int) -> np.ndarray:
     """float64 ``W[K, N] = decode(C) * S`` with ``S`` [K/G, N] repeated along K."""
     k, n = codes.shape

@@ -14,7 +14,7 @@ import os
 
 from graph_passes.config import QuantConfig
 from graph_passes.errors import UserError
-from graph_passes.files import Outputs, all_tensors, external_data_files
+from graph_passes.files import Outputs, all_tensors, check_model_path, external_data_files
 from graph_passes.registry.methods import METHODS
 from graph_passes.report import QuantReport
 
@@ -40,10 +40,7 @@ def read_graph(path: str):
     """The ModelProto of ``path`` without its external data; UserError when the file is not an ONNX model."""
     import onnx
 
-    if not os.path.exists(path):
-        raise UserError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UserError(f"{path}: is a folder, expected an .onnx file")
+    check_model_path(path)
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError, others on garbage

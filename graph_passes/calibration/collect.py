@@ -3,8 +3,9 @@ runs on every calibration sample, and each sample's activations update :class:`T
 
 Memory: the statistics of all tensors may not fit (a Gram matrix is 8 K^2 bytes), so :func:`plan_passes` splits the
 tensors into passes whose statistics fit a budget (a tensor larger than the budget gets a pass of its own), and the
-samples are run once per pass (``graph_passes.calibration.methods.Calibration``). The session reads the model's external data from the model's folder itself (the
-protobuf handed to it holds no weights); the CUDA provider is used when ONNX Runtime has it.
+samples are run once per pass (``graph_passes.calibration.methods.Calibration``). The session reads the model's
+external data from the model's folder itself (the protobuf handed to it holds no weights); the CUDA provider is used
+when ONNX Runtime has it.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ _MAX_DAMP_RETRIES = 4
 
 @dataclass
 class InverseHessian:
-    """Upper Cholesky factor ``U`` of the dampened inverse Hessian (``U^T U = (H + lambda I)^-1``) and how it was made."""
+    """Upper Cholesky factor ``U`` of the dampened inverse Hessian (``U^T U = (H + lambda I)^-1``) and how it was
+    made."""
 
     upper: np.ndarray   # float32 [K, K]
     damp: float         # relative dampening finally used

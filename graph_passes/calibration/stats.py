@@ -58,6 +58,7 @@ class TensorStats:
             self._rows[seen: seen + fill] = x[:fill]
         rest = np.arange(fill, x.shape[0])
         if rest.size:
-            slots = self._rng.integers(0, seen + rest + 1)  # row i (global index seen + i) draws a slot in [0, its index]
+            # Row i (global index seen + i) draws a slot in [0, its index].
+            slots = self._rng.integers(0, seen + rest + 1)
             keep = slots < self.max_rows
             self._rows[slots[keep]] = x[rest[keep]]

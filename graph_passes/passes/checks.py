@@ -20,9 +20,9 @@ import numpy as np
 from graph_passes.errors import QuantizationError
 
 # Relative RMS error ||W - dequant(W)|| / ||W|| above which a weight is refused, by bit width. On the sample
-# (samples/llama) RTN gives at most 0.008 (INT8 per channel), 0.05 (FP6 per channel) and 0.11 (INT4 per channel); these
-# bounds are 12x, 4x and 4.5x that, so only weights that RTN cannot represent (values below the scale's resolution, outliers that swallow their
-# group) reach them.
+# (samples/llama) RTN gives at most 0.008 (INT8 per channel), 0.05 (FP6 per channel) and 0.11 (INT4 per channel);
+# these bounds are 12x, 4x and 4.5x that, so only weights that RTN cannot represent (values below the scale's
+# resolution, outliers that swallow their group) reach them.
 MAX_REL_ERROR = {8: 0.1, 6: 0.2, 4: 0.5}
 # Largest |w| accepted, as a fraction of the activation dtype's largest finite value: leaves the products x * w
 # (|x| up to 64) and their sums room before they overflow.
@@ -105,8 +105,8 @@ def check_error(qw, act_dtype: str, name: str) -> None:
     if rel > limit:
         tries = ("--bits 8, " if qw.bits == 4 else "") + ("a smaller --group-size, " if qw.group_size != 32 else "")
         raise WeightCheckError(f"quantization error far above the normal for INT{qw.bits}",
-                               f"{name}: relative RMS error {rel:.3g} > {limit:g} (RTN does not represent this weight); "
-                               f"try {tries}or --exclude the node")
+                               f"{name}: relative RMS error {rel:.3g} > {limit:g} (RTN does not represent this "
+                               f"weight); try {tries}or --exclude the node")
 
 
 def quantize_checked(quantize, w: np.ndarray, act_dtype: str, cast: bool, name: str):

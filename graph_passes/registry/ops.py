@@ -39,7 +39,8 @@ OPS: Registry[OpKind] = Registry("op")
 LINEAR = OPS.add(OpKind(
     name="linear", op_type="WeightOnlyLinear", domain="trt_woq", source_ops=("MatMul", "Gemm"),
     c_name="TRT_WOQ_OP_LINEAR", c_enum=0, match=Ref("graph_passes.passes.match:find_linear_layers"),
-    to_plugin=Ref("graph_passes.passes.to_plugin:to_weight_only_linear"), to_qdq=Ref("graph_passes.passes.to_qdq:to_qdq"),
+    to_plugin=Ref("graph_passes.passes.to_plugin:to_weight_only_linear"),
+    to_qdq=Ref("graph_passes.passes.to_qdq:to_qdq"),
     reference=Ref("graph_passes.op:evaluate"), reference_op=Ref("graph_passes.op:reference_op"),
     tests=("tests/graph_passes/test_op.py::test_reference_evaluator_vs_float64",
            "tests/graph_passes/passes/test_match.py::test_matmul_and_matmul_add_rank3_dynamic",

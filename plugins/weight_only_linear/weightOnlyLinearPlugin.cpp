@@ -98,6 +98,13 @@ trt_woq_weight_format weightFormatOf(int32_t bits)
     return bits == 8 ? TRT_WOQ_WEIGHT_INT8 : bits == 6 ? TRT_WOQ_WEIGHT_FP6_E3M2 : TRT_WOQ_WEIGHT_INT4;
 }
 
+// A candidate's name for messages ("#id" when the kernels library does not know the id).
+std::string candidateName(int32_t id)
+{
+    trt_woq_candidate_info info{};
+    return trt_woq_linear_candidate_info(id, &info) == TRT_WOQ_OK ? info.name : "#" + std::to_string(id);
+}
+
 } // namespace
 
 std::string dimsString(Dims const& d)
@@ -442,8 +449,30 @@ std::vector<int32_t> WeightOnlyLinearPlugin::validCandidates() const
     return ids;
 }
 
-int32_t WeightOnlyLinearPlugin::configurePlugin(
-    DynamicPluginTensorDesc const* in, int32_t nbInputs, DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
+std::string WeightOnlyLinearPlugin::offeredTactics() const
+{
+    trt_woq_linear_params p;
+    fillSizes(&p, 1);
+    std::string offered;
+    int32_t const count = trt_woq_linear_candidate_count();
+    for (int32_t id = 0; id < count; ++id)
+    {
+        trt_woq_candidate_info c{};
+        auto const has = [](uint32_t mask, int32_t value) { return (mask & (1u << value)) != 0; };
+        bool const serves = trt_woq_linear_candidate_info(id, &c) == TRT_WOQ_OK
+            && has(c.weight_formats, p.weight_format) && has(c.act_modes, p.act_mode)
+            && has(c.ops, TRT_WOQ_OP_LINEAR) && has(c.epilogues, p.epilogue);
+        if (serves)
+        {
+            offered += (offered.empty() ? "" : ", ") + std::string(c.name) + " = "
+                + std::to_string(trt_woq_linear_candidate_tactic(id));
+        }
+    }
+    return offered.empty() ? std::string("no kernel candidate") : offered;
+}
+
+int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* in, int32_t nbInputs,
+    DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept
 {
     TRT_WOQ_TRACE("WeightOnlyLinearPlugin::configurePlugin");
     try
@@ -615,7 +644,14 @@ int32_t WeightOnlyLinearPlugin::getValidTactics(int32_t* tactics, int32_t nbTact
         }
         for (size_t i = 0; i < ids.size(); ++i)
         {
-            tactics[i] = candidateToTactic(ids[i]);
+            tactics[i] = trt_woq_linear_candidate_tactic(ids[i]);
+            if (tactics[i] == 0)
+            {
+                return fail(mName, "getValidTactics",
+                    "kernel candidate " + candidateName(ids[i])
+                        + " has no tactic: two candidates' names hash alike (the kernels library wrote which to "
+                          "stderr); rename one");
+            }
         }
         return kSTATUS_SUCCESS;
     }
@@ -640,12 +676,13 @@ int32_t WeightOnlyLinearPlugin::setTactic(int32_t tactic) noexcept
     TRT_WOQ_TRACE("WeightOnlyLinearPlugin::setTactic");
     try
     {
-        int32_t const count = trt_woq_linear_candidate_count();
-        if (tactic != 0 && (tacticToCandidate(tactic) < 0 || tacticToCandidate(tactic) >= count))
+        if (tactic != 0 && trt_woq_linear_candidate_by_tactic(tactic) < 0)
         {
             return fail(mName, "setTactic",
-                "tactic " + std::to_string(tactic) + " is not one of this build's " + std::to_string(count)
-                    + " kernel candidates (tactics 1.." + std::to_string(count) + ", 0 = default)");
+                "tactic " + std::to_string(tactic)
+                    + " names no kernel candidate of this build (rebuild the engine with this kernels library); "
+                      "for this node it offers 0 = default, "
+                    + offeredTactics());
         }
         mTactic = tactic;
         chooseCandidate();
@@ -667,15 +704,15 @@ void WeightOnlyLinearPlugin::chooseCandidate()
     }
     trt_woq_linear_params p;
     fillSizes(&p, mM);
-    int32_t const id = tacticToCandidate(mTactic);
+    int32_t const id = trt_woq_linear_candidate_by_tactic(mTactic);
     if (trt_woq_linear_candidate_supports(id, &p, mSm) == TRT_WOQ_OK)
     {
         mCandidate = id;
     }
     else
     {
-        logVerbose(std::string(kPLUGIN_NAME) + "[" + mName + "]: tactic " + std::to_string(mTactic)
-            + " does not support M=" + std::to_string(mM) + "; using the kernels' dispatch");
+        logVerbose(std::string(kPLUGIN_NAME) + "[" + mName + "]: tactic " + std::to_string(mTactic) + " ("
+            + candidateName(id) + ") does not support M=" + std::to_string(mM) + "; using the kernels' dispatch");
     }
 }
 
@@ -752,7 +789,7 @@ int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, Plugi
         {
             std::string what = std::string(trt_woq_status_string(s)) + " (M=" + std::to_string(m)
                 + ", N=" + std::to_string(mParams.outFeatures) + ", K=" + std::to_string(mParams.inFeatures)
-                + ", candidate " + std::to_string(mCandidate) + ")";
+                + ", candidate " + (mCandidate < 0 ? std::string("auto") : candidateName(mCandidate)) + ")";
             if (s == TRT_WOQ_ERR_CUDA)
             {
                 what += std::string(": ") + trt_woq_last_cuda_error();

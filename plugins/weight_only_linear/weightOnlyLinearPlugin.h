@@ -108,15 +108,12 @@ public:
     nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
     nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
-    // For tests and logs: the kernel candidate enqueue will use (-1 = the built-in dispatch), and the mapping
-    // between TensorRT tactic ids (never 0) and kernel candidate ids.
-    int32_t selectedCandidate() const noexcept { return mCandidate; }
-    static int32_t tacticToCandidate(int32_t tactic) noexcept { return tactic - 1; }
-    static int32_t candidateToTactic(int32_t candidate) noexcept { return candidate + 1; }
-
 private:
-    // The kernel candidates that support M in [mMin, mMax] for this node on this GPU.
+    // The kernel candidates that support M in [mMin, mMax] for this node on this GPU. A candidate's tactic is
+    // trt_woq_linear_candidate_tactic(id), a hash of its name, so that engines and timing caches outlive a build.
     std::vector<int32_t> validCandidates() const;
+    // "name = tactic, ..." of the candidates whose masks serve this node's format, mode and epilogue (any M, any GPU).
+    std::string offeredTactics() const;
     void chooseCandidate();
     void fillSizes(void* params, int64_t m) const;
 

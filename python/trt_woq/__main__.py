@@ -52,6 +52,11 @@ def cmd_build(args) -> int:
             raise UserError(f"{args.timing_cache}: is a folder; {fix}")
         if same_file(args.timing_cache, engine):
             raise UserError(f"{args.timing_cache}: is also the engine; {fix}")
+        folder = os.path.dirname(os.path.abspath(args.timing_cache))
+        if not os.path.isdir(folder):
+            raise UserError(f"{args.timing_cache}: folder {folder} does not exist; {fix}")
+    if args.plugin and not os.path.isfile(args.plugin):
+        raise UserError(f"{args.plugin}: no such file; --plugin takes the WeightOnlyLinear plugin library")
     kwargs = {"precision": args.precision, "verbose": args.verbose}
     if args.plugin:
         kwargs["plugin_path"] = args.plugin

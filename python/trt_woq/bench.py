@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -635,6 +636,50 @@ HEADER = (f"{'K x N':>13} {'M':<5}| {'cuBLAS16':>8} {'cuBLASbf':>8} {'torchi4':>
           f"%cuB / %rd: our weight GB/s over cuBLAS FP16's / over a read-only stream of our bytes)")
 
 
+ROW_FIELDS = ("k", "n", "m", "method", "us", "weight_bytes")
+
+
+def load_run(path: str) -> dict:
+    """A run saved by ``--json``; ValueError with a one-line message naming ``path`` when it is not one."""
+    what = "a run saved by python -m trt_woq.bench --json"
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a folder, expected {what}")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not {what} ({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+    rows = saved.get("rows") if isinstance(saved, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(ROW_FIELDS) <= r.keys() for r in rows):
+        raise ValueError(f"{path}: not {what} (needs \"rows\": [{{{', '.join(ROW_FIELDS)}}}, ...])")
+    return saved
+
+
+def output_problem(path: str) -> str | None:
+    """Why ``path`` cannot take a result file (checked before a run that takes minutes), or None."""
+    if os.path.isdir(path):
+        return f"{path}: is a folder; give a file name"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"{path}: output folder {folder} does not exist"
+    return None
+
+
+def write_whole(path: str, text: str) -> None:
+    """Writes ``path`` completely or not at all (a run stopped during a checkpoint keeps the previous file)."""
+    partial = f"{path}.partial"
+    with open(partial, "w") as f:
+        f.write(text)
+    os.replace(partial, path)
+
+
+def cli_error(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def _rows_of(result: dict) -> list[Row]:
     return [Row(r["k"], r["n"], r["m"], r["method"], r["us"], r["weight_bytes"], r.get("error") or "")
             for r in result["rows"]]
@@ -789,18 +834,20 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", metavar="JSON", help="print the markdown table of a saved run and exit (no GPU)")
     args = ap.parse_args(argv)
     if args.markdown:
-        with open(args.markdown) as f:
-            saved = json.load(f)
+        try:
+            saved = load_run(args.markdown)
+        except ValueError as exc:
+            return cli_error(ap.prog, str(exc))
         print(markdown(saved) + "\n\n" + summary_table(saved))
         return 0
+    if not args.one and output_problem(args.json):
+        return cli_error(ap.prog, f"--json {output_problem(args.json)}")
     try:
         torch = _torch()
     except ImportError:
-        print("the benchmark needs torch with CUDA", file=sys.stderr)
-        return 2
+        return cli_error(ap.prog, "the benchmark needs torch with CUDA")
     if not torch.cuda.is_available():
-        print("no CUDA device visible: the benchmark needs a GPU", file=sys.stderr)
-        return 2
+        return cli_error(ap.prog, "no CUDA device visible: the benchmark needs a GPU")
     if args.one:
         run_one(args.one)
         return 0
@@ -813,8 +860,7 @@ def main(argv=None) -> int:
 
     def save(result):
         result["command"] = command
-        with open(args.json, "w") as f:
-            f.write(dumps(result))
+        write_whole(args.json, dumps(result))
 
     result = run(args.shapes, ms, methods, args.candidates, log=lambda s: print(s, flush=True), settle_s=args.settle,
                  replays=args.replays, checkpoint=save)

@@ -1,4 +1,4 @@
-"""Conv2d benchmark (issue 18): our WeightOnlyConv kernels (INT8 per channel, INT4 g128; each conv candidate by id,
+"""Conv2d benchmark: our WeightOnlyConv kernels (INT8 per channel, INT4 g128; each conv candidate by id,
 and which one the dispatch picks) against cuDNN FP16 through ``torch.nn.functional.conv2d`` in NCHW and
 channels-last, all timed in the same run, next to the weight floor; and the fused activation against none and
 against a separate ``silu``, on convs and on linear layers.
@@ -18,7 +18,7 @@ import json
 import sys
 
 from trt_woq import kernels as K
-from trt_woq.bench import copies_for, copy_bandwidth, time_interleaved
+from trt_woq.bench import cli_error, copies_for, copy_bandwidth, output_problem, time_interleaved, write_whole
 
 # (batch, in channels, out channels, kernel, height = width): the table of issue 18 and the batch-8 rows.
 CONVS = [(1, 1280, 1280, 3, 8), (2, 1280, 1280, 3, 8), (8, 1280, 1280, 3, 8), (1, 1280, 1280, 3, 16),
@@ -33,7 +33,12 @@ OURS = {"int8_pc": (8, -1), "int4_g128": (4, 128)}
 VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "im2col": ("conv_im2col", K.ConvKOrder.CIJ, False),
             "cl": ("conv_implicit_cl", K.ConvKOrder.IJC, False),
-            "cl_nhwc": ("conv_implicit_cl", K.ConvKOrder.IJC, True)}
+            "cl_nhwc": ("conv_implicit_cl", K.ConvKOrder.IJC, True),
+            "wgmma": ("conv_wgmma", K.ConvKOrder.IJC, False),
+            "wgmma_nhwc": ("conv_wgmma", K.ConvKOrder.IJC, True),
+            "wg64": ("conv_wgmma_t64", K.ConvKOrder.IJC, False),
+            "wg128": ("conv_wgmma_t128", K.ConvKOrder.IJC, False),
+            "wg256": ("conv_wgmma_t256", K.ConvKOrder.IJC, False)}
 
 
 def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
@@ -120,9 +125,11 @@ def _row_operands(batch, cin, cout, ks, hw):
             torch.randn(cout, device="cuda").half())
 
 
-def run(log=print, conv_rows=None, linears=True) -> dict:
-    """The conv rows (indices into CONVS, default all) and the linear rows; a dict of every figure."""
+def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
+    """The conv rows (indices into CONVS, default all) with the VARIANTS columns named in ``variants`` (default all),
+    and the linear rows; a dict of every figure."""
     torch = _torch()
+    cols = {v: VARIANTS[v] for v in (variants or VARIANTS)}
     torch.backends.cudnn.benchmark = True
     lib = K.load()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -132,7 +139,7 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
     rows = []
     ids = {lib.candidate_name(i): i for i in range(lib.candidate_count())}
     header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | "
-              + " ".join(f"{f'{fmt} {v}':>12}" for fmt in ("int8", "int4") for v in VARIANTS)
+              + " ".join(f"{f'{fmt} {v}':>12}" for fmt in ("int8", "int4") for v in cols)
               + f" | {'int4+silu':>9} {'int4,silu':>9} | {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
               + " | dispatch")
     log(header)
@@ -145,7 +152,7 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
         for name, (bits, group) in OURS.items():
             prm = K.make_params(m=m, n=cout, k=k, bits=bits, group_size=group, op=K.Op.CONV2D, conv=g)
             picks[name] = lib.candidate_name(lib.dispatch(prm))
-            for v, (cand, _, nhwc) in VARIANTS.items():
+            for v, (cand, _, nhwc) in cols.items():
                 methods[f"{name}_{v}"], wbytes[name] = ours_calls(lib, m, k, cout, bits, group, l2,
                                                                   x_nhwc if nhwc else x, y, bias, op=K.Op.CONV2D,
                                                                   conv=geo[v], candidate=ids[cand])
@@ -155,8 +162,9 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
                                                        conv=g, after=lambda t: silu(t, inplace=True))
         times = dict(zip(methods, time_interleaved(list(methods.values()))))
         t = {k_: (v if not isinstance(v, Exception) else None) for k_, v in times.items()}
-        for name in OURS:  # the dispatch's pick, from the same replays
-            t[name] = t[f"{name}_{next(v for v, c in VARIANTS.items() if c[0] == picks[name] and not c[2])}"]
+        for name in OURS:  # the dispatch's pick, from the same replays (None when its column is not timed)
+            col = next((v for v, c in cols.items() if c[0] == picks[name] and not c[2]), None)
+            t[name] = t[f"{name}_{col}"] if col else None
         floors = {name: b / bw / 1e3 for name, b in (("fp16", wbytes["fp16"]), ("int8", wbytes["int8_pc"]),
                                                         ("int4", wbytes["int4_g128"]))}
         row = {"batch": batch, "in": cin, "out": cout, "kernel": ks, "hw": hw, "us": t, "floor_us": floors,
@@ -167,7 +175,7 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
         best = min(v for v in (t["cudnn_nchw"], t["cudnn_cl"]) if v) if (t["cudnn_nchw"] or t["cudnn_cl"]) else None
         log(f"{batch}, {cin}->{cout}, {ks}x{ks}, {hw}x{hw}".ljust(28) + f"| {fmt(t['cudnn_nchw']):>10} "
             f"{fmt(t['cudnn_cl']):>9} | "
-            + " ".join(f"{fmt(t[f'{n}_{v}']):>12}" for n in OURS for v in VARIANTS)
+            + " ".join(f"{fmt(t[f'{n}_{v}']):>12}" for n in OURS for v in cols)
             + f" | {fmt(t['int4_g128_silu']):>9} {fmt(t['int4_g128_then_silu']):>9} | "
             f"{floors['fp16']:5.1f}/{floors['int8']:4.1f}/{floors['int4']:4.1f}     | {ratio('int8_pc')} "
             f"{ratio('int4_g128')} | {picks['int8_pc'][5:]}/{picks['int4_g128'][5:]}")
@@ -198,8 +206,8 @@ def run(log=print, conv_rows=None, linears=True) -> dict:
 
 def profile(conv_rows, labels_file) -> None:
     """For a profiler (tests/device/conv_ncu.py): each conv row's cuDNN FP16 (NCHW, channels-last) and INT4 g128 of
-    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between cudaProfilerStart / Stop;
-    the labels in launch order go to ``labels_file`` as JSON."""
+    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between
+    cudaProfilerStart / Stop; the labels in launch order go to ``labels_file`` as JSON."""
     torch = _torch()
     torch.backends.cudnn.benchmark = True
     lib = K.load()
@@ -223,8 +231,7 @@ def profile(conv_rows, labels_file) -> None:
         call()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
-    with open(labels_file, "w") as f:
-        json.dump([label for label, _ in launches], f)
+    write_whole(labels_file, json.dumps([label for label, _ in launches]))
 
 
 def main(argv=None) -> int:
@@ -232,17 +239,27 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--conv-rows", metavar="I,J,...", help="only these rows of CONVS (0-based)")
     p.add_argument("--no-linears", action="store_true", help="leave out the linear rows")
+    p.add_argument("--variants", metavar="V,W,...", help=f"only these columns of ours (of {','.join(VARIANTS)})")
     p.add_argument("--profile", metavar="LABELS.json", help="launch each method of --conv-rows once for a profiler "
                    "(tests/device/conv_ncu.py) instead of timing; write the launch labels here")
     args = p.parse_args(argv)
     rows = None if not args.conv_rows else [int(i) for i in args.conv_rows.split(",")]
+    variants = None if not args.variants else args.variants.split(",")
+    if variants and not set(variants) <= set(VARIANTS):
+        return cli_error(p.prog, f"--variants: unknown column in {args.variants} (known: {', '.join(VARIANTS)})")
+    for option, path in (("--json", args.json), ("--profile", args.profile)):
+        if path and output_problem(path):
+            return cli_error(p.prog, f"{option} {output_problem(path)}")
+    try:
+        _torch()
+    except ImportError:
+        return cli_error(p.prog, "the benchmark needs torch with CUDA")
     if args.profile:
         profile(rows if rows is not None else range(len(CONVS)), args.profile)
         return 0
-    result = run(conv_rows=rows, linears=not args.no_linears)
+    result = run(conv_rows=rows, linears=not args.no_linears, variants=variants)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        write_whole(args.json, json.dumps(result, indent=1))
     return 0
 
 

@@ -27,7 +27,7 @@ from trt_woq._libs import find_library
 
 LIBRARY_NAME = "libtrt_woq_kernels.so"
 PATH_ENV = "TRT_WOQ_KERNELS_PATH"
-ABI_VERSION = 3
+ABI_VERSION = 4
 CANDIDATE_AUTO = -1
 
 
@@ -267,6 +267,9 @@ class Kernels:
         lib.trt_woq_linear_candidate_count.restype = ctypes.c_int32
         lib.trt_woq_linear_candidate_describe.argtypes = [ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
         lib.trt_woq_linear_candidate_describe.restype = ctypes.c_int
+        for lookup, arg in (("tactic", ctypes.c_int32), ("by_tactic", ctypes.c_int32), ("by_name", ctypes.c_char_p)):
+            getattr(lib, f"trt_woq_linear_candidate_{lookup}").argtypes = [arg]
+            getattr(lib, f"trt_woq_linear_candidate_{lookup}").restype = ctypes.c_int32
         lib.trt_woq_linear_candidate_info.argtypes = [ctypes.c_int32, ctypes.POINTER(CandidateInfo)]
         lib.trt_woq_linear_candidate_info.restype = ctypes.c_int
         lib.trt_woq_linear_candidate_supports.argtypes = [ctypes.c_int32, pp, ctypes.c_int32]
@@ -295,6 +298,22 @@ class Kernels:
 
     def candidates(self) -> list[str]:
         return [self.candidate_name(i) for i in range(self.candidate_count())]
+
+    def candidate_tactic(self, candidate: int) -> int:
+        """The candidate's TensorRT tactic, a hash of its name (kernels.h); what to persist instead of the id."""
+        tactic = int(self._lib.trt_woq_linear_candidate_tactic(candidate))
+        if tactic == 0:
+            raise KernelError(f"candidate_tactic({candidate}): no such candidate, or two candidates' tactics collide "
+                              "(the library wrote which to stderr)", Status.INVALID_ARGUMENT)
+        return tactic
+
+    def candidate_by_tactic(self, tactic: int) -> int:
+        """The id of the candidate with this tactic, or -1 when this build has none."""
+        return int(self._lib.trt_woq_linear_candidate_by_tactic(tactic))
+
+    def candidate_by_name(self, name: str) -> int:
+        """The id of the candidate with this name, or -1 when this build has none."""
+        return int(self._lib.trt_woq_linear_candidate_by_name(name.encode()))
 
     def candidate_info(self, candidate: int) -> Serves:
         """The candidate's name and the weight formats, activation modes, ops and epilogues it serves."""

@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kv-heads", type=int, default=None, help="key/value heads, grouped-query attention "
                         "(default: same as --heads)")
     parser.add_argument("--vocab", type=int, default=2048, help="vocabulary size, lm_head N (default 2048)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="weights and activations (default fp32)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32",
+                        help="weights and activations (default fp32)")
     parser.add_argument("--input", dest="input_kind", choices=("ids", "hidden"), default="ids",
                         help="ids: input_ids [batch, seq] int64 through an embedding table; hidden: hidden_states "
                              "[batch, seq, hidden] (default ids)")

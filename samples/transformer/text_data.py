@@ -38,7 +38,8 @@ def tokenizer():
     try:
         from tokenizers import Tokenizer
     except ImportError as exc:
-        raise ImportError("the transformer sample tokenizes with the tokenizers package: pip install tokenizers") from exc
+        raise ImportError("the transformer sample tokenizes with the tokenizers package: pip install tokenizers") \
+            from exc
     tok = Tokenizer.from_file(str(sibling("build_model").model_dir() / "tokenizer.json"))
     tok.no_padding()
     return tok

@@ -9,9 +9,10 @@ Run on a GPU machine from the repository root after building the kernels (tests/
    BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
    that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
    graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
-2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl): 1x1 / 3x3 /
-   7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2, batch 1 to 8, partial channel and pixel
-   tiles, plus real layer shapes whose K is split over a cluster; INT8 / INT4 per channel, INT4 g128 (g64), group 32,
+2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl, conv_wgmma):
+   1x1 / 3x3 / 7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2 (and both), batch 1 to 8, partial
+   channel and pixel tiles, pixel tiles across rows and images, plus real layer shapes whose K is split (over a
+   cluster; conv_wgmma: stream-K); INT8 / INT4 per channel, INT4 g128 (g64), group 32,
    with and without zero points; FP16 and BF16; bias; every epilogue in turn; the weight in K order (c, i, j) with an
    NCHW activation, and in K order (i, j, c) with an NCHW and with an NHWC activation. Reference: torch float64
    conv2d of the dequantized weight (F.pad for the asymmetric pads), independent of the kernels' gathers.
@@ -42,6 +43,7 @@ TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 DTYPES = {}  # "fp16" / "bf16" -> torch dtype, filled by main()
 LINEAR_FORMATS = {8: "int8", 4: "int4", 6: "fp6_e3m2"}  # kernels.h names; conv2d serves the first two
 CLIP = {"clip_min": -0.5, "clip_max": 0.75}
+ONLY: set[str] = set()  # --candidates: check only these by name (and the dispatch); empty: every candidate
 
 
 def quantized(k, n, bits, group, act, rng, asymmetric=False):
@@ -79,7 +81,8 @@ def launch(lib, params, out, candidate=K.CANDIDATE_AUTO):
 
 def check_candidates(lib, tally, prm, y, ref, act, sm, label):
     """``prm`` through the dispatch and through every candidate that supports it, each output against ``ref``."""
-    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count()) if lib.supports(c, prm, sm) == K.Status.OK]
+    cands = [K.CANDIDATE_AUTO] + [c for c in range(lib.candidate_count()) if lib.supports(c, prm, sm) == K.Status.OK
+                                  and (not ONLY or lib.candidate_name(c) in ONLY)]
     for c in cands:
         try:
             launch(lib, prm, y, c)
@@ -126,6 +129,7 @@ CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, ri
     (2, 128, 24, 3, (11, 12), 1, (2, 2, 2, 2), 2),
     (2, 128, 32, 7, (15, 13), 2, (3, 3, 3, 3), 1),
     (1, 192, 68, 7, (9, 17), 1, (3, 2, 1, 3), 2),
+    (2, 128, 64, 3, (17, 23), 2, (1, 1, 1, 1), 2),
     (3, 320, 132, 1, (5, 9), 2, (0, 0, 0, 0), 1),
     (1, 512, 512, 3, (7, 7), 1, (1, 1, 1, 1), 1),
     (8, 256, 256, 3, (14, 14), 1, (1, 1, 1, 1), 1),
@@ -197,12 +201,14 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--convs-only", action="store_true", help="skip the epilogue sweep (e.g. under compute-sanitizer)")
     p.add_argument("--epilogues-only", action="store_true", help="skip the conv2d cases")
+    p.add_argument("--candidates", metavar="NAME,...", help="only these candidates (and the dispatch)")
     p.add_argument("--quick", action="store_true", help="conv2d: the small shapes and one split shape only (for "
                    "compute-sanitizer)")
     args = p.parse_args(argv)
     from kernels_check import Tally  # beside this file (tests/device is the script's folder)
 
     DTYPES.update(fp16=torch.float16, bf16=torch.bfloat16)
+    ONLY.update(args.candidates.split(",") if args.candidates else ())
     seed = args.seed if args.seed is not None else int(time.time()) % 100000
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)

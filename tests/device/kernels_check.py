@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from graph_passes.layouts import interleaved_v1
+from graph_passes.registry.epilogues import EPILOGUES
 from trt_woq import kernels as K
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -38,6 +39,8 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # own rounding; FP32 accumulation adds nothing visible at these K.
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 M_VALUES = (1, 2, 3, 7, 8, 15, 16)
+CLIP = {"clip_min": -0.5, "clip_max": 0.75}
+WS_PREFIX = "gemv_ws"  # the warp-specialized candidates: also every M in 1..16 on odd shapes (ws_cases)
 ALL_CANDIDATES = False  # --all-candidates: also every other family's candidates that accept M <= 16
 ONLY = None  # --candidates: only these GEMV candidates (names) and the dispatch
 
@@ -130,8 +133,10 @@ def test_converters(lib: K.Kernels, tally: Tally, rng: np.random.Generator) -> N
 class Problem:
     """(reference, packed, scales, zeros, bias, x) built together; the reference never looks at the packed words."""
 
-    def __init__(self, m, k, n, bits, group, act, zeros, bias, rng):
+    def __init__(self, m, k, n, bits, group, act, zeros, bias, rng, epilogue="none"):
         self.m, self.k, self.n, self.bits, self.group, self.act = m, k, n, bits, group, act
+        self.epilogue = EPILOGUES.get(epilogue)
+        self.clip = CLIP if self.epilogue.params else {}
         dtype = DTYPES[act]
         g = k if group == -1 else group
         levels = 1 << bits
@@ -152,18 +157,21 @@ class Problem:
         self.ref = self.x.double() @ w64
         if bias:
             self.ref += self.bias.double()
+        self.ref = torch.from_numpy(self.epilogue.reference(self.ref.cpu().numpy(), **self.clip)).cuda()
         self._w64 = w64 if k * n <= 1 << 20 else None
 
     def label(self) -> str:
         return (f"m={self.m} k={self.k} n={self.n} INT{self.bits} g{self.group} {self.act}"
-                f"{' zeros' if self.zeros is not None else ''}{' bias' if self.bias is not None else ''}")
+                f"{' zeros' if self.zeros is not None else ''}{' bias' if self.bias is not None else ''}"
+                f"{'' if self.epilogue.name == 'none' else ' ' + self.epilogue.name}")
 
     def params(self, out) -> K.LinearParams:
         return K.make_params(m=self.m, n=self.n, k=self.k, bits=self.bits, group_size=self.group, act=self.act,
                              x=self.x.data_ptr(), packed_weight=self.packed.data_ptr(),
                              scales=self.scales.data_ptr(),
                              zeros=self.zeros.data_ptr() if self.zeros is not None else None,
-                             bias=self.bias.data_ptr() if self.bias is not None else None, output=out.data_ptr())
+                             bias=self.bias.data_ptr() if self.bias is not None else None, output=out.data_ptr(),
+                             epilogue=K.Epilogue[self.epilogue.name.upper()], **self.clip)
 
     def check_packer(self) -> bool:
         """The packed words, unpacked by the layout module, dequantize to the same W (small problems only)."""
@@ -251,6 +259,28 @@ def gemv_cases(quick: bool, rng: np.random.Generator):
     return cases
 
 
+def ws_cases(quick: bool):
+    """(m, k, n, bits, group, act, zeros, bias, epilogue) for the warp-specialized candidates: every M in 1..16 on
+    shapes with N an odd multiple of the interleave (a partial last CTA), K = 4160 (a half last chunk and stage) and a
+    K below one stage; every group size, zero points, bias, epilogue and activation type, cycled over M."""
+    shapes = [(4160, 1028, 4), (192, 4, 4), (4160, 1030, 8), (1536, 258, 8), (8192, 1028, 4)]
+    groups = {4: (128, -1, 64, 32), 8: (-1, 64, 32, 128)}
+    names = [e.name for e in EPILOGUES]
+    cases = []
+    i = 0
+    for m in range(1, 17):
+        if quick and m not in (1, 9, 16):
+            continue
+        for k, n, bits in shapes:
+            group = groups[bits][i % 4]
+            if group != -1 and k % group:
+                group = 64
+            cases.append((m, k, n, bits, group, ("fp16", "bf16")[i % 2], i % 3 == 1, i % 2 == 0,
+                          names[i % len(names)]))
+            i += 1
+    return cases
+
+
 def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: bool) -> None:
     ncand = lib.candidate_count()
     sm = K.device_sm()
@@ -270,6 +300,15 @@ def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: boo
                     f"{pr.label()} dispatch", f"supported {cands}, dispatch {chosen}")
         run_case(lib, pr, cands + [-1], tally)
     print(f"gemv: {len(cases)} problems x {ncand} candidates + auto in {time.time() - t0:.1f} s", flush=True)
+    ws = [c for c in range(ncand) if lib.candidate_name(c).startswith(WS_PREFIX)
+          and (ONLY is None or lib.candidate_name(c) in ONLY)]
+    t0 = time.time()
+    wcases = ws_cases(quick)
+    for m, k, n, bits, group, act, zeros, bias, epilogue in wcases:
+        pr = Problem(m, k, n, bits, group, act, zeros, bias, rng, epilogue)
+        probe = pr.params(pr.x)
+        run_case(lib, pr, [c for c in ws if lib.supports(c, probe, sm) == K.Status.OK] + [-1], tally)
+    print(f"gemv ws: {len(wcases)} problems x {len(ws)} candidates + auto in {time.time() - t0:.1f} s", flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------

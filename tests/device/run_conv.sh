@@ -2,7 +2,8 @@
 # One device call for issue 18: build the kernels, the epilogue + conv2d device test, the conv benchmark.
 #   bash tests/device/run_conv.sh [check|sanitize|ncu|bench|linears ...]   (default: all but ncu)
 # CONV_CHECK_ARGS passes options to conv_check.py (e.g. --convs-only); CONV_BENCH_ROWS (e.g. 0,7) limits the bench
-# to those rows of bench_conv.CONVS; CHECK_TIMEOUT / NCU_TIMEOUT / BENCH_TIMEOUT bound the steps (seconds).
+# to those rows of bench_conv.CONVS, CONV_BENCH_VARIANTS (e.g. cl,wgmma) to those columns of bench_conv.VARIANTS;
+# CHECK_TIMEOUT / NCU_TIMEOUT / BENCH_TIMEOUT bound the steps (seconds).
 # Logs and bench_conv.json go to $OUT (the device tool's folder) or ./conv-out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,7 +43,7 @@ for step in "${steps[@]}"; do
         | tee "$OUT/ncu.log" ;;
     bench)  # every conv row in one process (the CUDA graphs of a failing method are reported in its row)
       timeout ${BENCH_TIMEOUT:-200} python3 -m trt_woq.bench_conv --no-linears --json "$OUT/bench_conv.json" \
-        ${CONV_BENCH_ROWS:+--conv-rows $CONV_BENCH_ROWS} 2>&1 \
+        ${CONV_BENCH_ROWS:+--conv-rows $CONV_BENCH_ROWS} ${CONV_BENCH_VARIANTS:+--variants $CONV_BENCH_VARIANTS} 2>&1 \
         | tee "$OUT/bench.log" | grep -v "^device"
       [[ ${PIPESTATUS[0]} -ne 0 ]] && rc=1 ;;
     linears)  # the fused activation's cost on linear layers

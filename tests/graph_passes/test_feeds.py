@@ -73,6 +73,11 @@ def test_npz_unreadable_and_missing(tmp_path):
     bad.write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(UserError, match="not a readable .npz"):
         load_npz_feeds(bad, SPECS)
+    not_npz = tmp_path / "model.onnx"  # numpy would read it as a pickle and suggest allow_pickle
+    not_npz.write_bytes(b"\x08\x07\x12\x04onnx")
+    with pytest.raises(UserError, match=r"not an \.npz file; save one array per input with numpy\.savez") as err:
+        load_npz_feeds(not_npz, SPECS)
+    assert "pickle" not in str(err.value)
     small = [InputSpec("ids", np.dtype(np.int32), (4,))]
     with pytest.raises(UserError, match="values .* do not fit int32"):
         load_npz_feeds(_npz(tmp_path, ids=np.full((1, 4), 2**40, np.int64)), small)
@@ -132,7 +137,8 @@ def test_script_imports_the_helpers_beside_it(tmp_path):
 
     folder = tmp_path / "loaders"
     folder.mkdir()
-    (folder / "loader_helper_tokens.py").write_text("import numpy as np\nIDS = np.arange(6, dtype=np.int64).reshape(2, 3)\n")
+    (folder / "loader_helper_tokens.py").write_text(
+        "import numpy as np\nIDS = np.arange(6, dtype=np.int64).reshape(2, 3)\n")
     (folder / "load.py").write_text("import numpy as np\nfrom loader_helper_tokens import IDS\n"
                                     "def load_data():\n    from loader_helper_tokens import IDS as late\n"
                                     "    yield {'input_ids': late, 'x': np.zeros((1, 8))}\n")

@@ -190,10 +190,10 @@ def test_compare_wired(capsys, monkeypatch, mlp_path, tmp_path):
         return Report()
 
     monkeypatch.setitem(sys.modules, "graph_passes.compare", types.SimpleNamespace(compare=compare))
-    rc = main(["compare", str(mlp_path), "q.onnx", "--input-shape", "x:1,4,256", "--min-cosine", "0.99",
+    rc = main(["compare", str(mlp_path), str(mlp_path), "--input-shape", "x:1,4,256", "--min-cosine", "0.99",
                "--seed", "3"])
     assert rc == 1 and "stand-in report" in capsys.readouterr().out
-    assert calls == dict(original=str(mlp_path), quantized="q.onnx", input_shapes={"x": (1, 4, 256)}, seed=3,
+    assert calls == dict(original=str(mlp_path), quantized=str(mlp_path), input_shapes={"x": (1, 4, 256)}, seed=3,
                          min_cosine=0.99, data=None, data_script=None, samples=None)
 
 

@@ -1,10 +1,11 @@
 /*
  * The candidate registry's internal interface. A kernel family (the GEMV here, a GEMM elsewhere) defines an array of
  * Candidate entries and its length in its own translation unit; registry.cu lists the families once, in a fixed order,
- * so candidate ids (positions in the concatenation) are stable for one build.
+ * so candidate ids (positions in the concatenation) are stable for one build; tactics come from the names.
  *
  * Adding a family: define `extern const trt_woq::Candidate kFooCandidates[]; extern const int kFooCandidateCount;`
- * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in registry.cu.
+ * in your .cu (declare them below) and add one line `{kFooCandidates, &kFooCandidateCount}` to kFamilies in
+ * registry.cu.
  * Adding a weight format, activation mode, op or epilogue to a candidate: its Serves masks say so, and its
  * supports() / launch() handle it; registry.cu never hands a candidate a problem outside its masks.
  */
@@ -51,7 +52,8 @@ constexpr Serves kIntWeightOnlyConv = {bit(TRT_WOQ_WEIGHT_INT8) | bit(TRT_WOQ_WE
 constexpr int int_bits(trt_woq_weight_format f) { return f == TRT_WOQ_WEIGHT_INT8 ? 8 : 4; }
 
 struct Candidate {
-    const char* name;  // short, stable, e.g. "gemv_mma_nt4"
+    const char* name;  // short and unique, e.g. "gemv_mma_nt4"; its hash is the TensorRT tactic (kernels.h), so a
+                       // name stays with one kernel
     Serves serves;
     /* TRT_WOQ_OK when this candidate can run the sizes and options of `p` on compute capability `sm` (e.g. 90).
      * Called only after the common checks of check_common() passed and when `serves` covers `p`; reads no pointers. */
@@ -81,22 +83,30 @@ trt_woq_status record_cuda_error(cudaError_t err);
 /* Launch-time check: TRT_WOQ_OK, or the status of the last launch error (recorded). */
 trt_woq_status check_launch();
 
-/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
-template <typename... Params, typename... Args>
-trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
-                                  cudaStream_t stream, const Args&... args) {
+/* The launch configuration of `grid` in clusters of `cluster` CTAs along x (no cluster attribute for 1); `attr` holds
+ * the attribute the configuration points to. */
+inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, size_t smem, unsigned cluster, cudaStream_t stream,
+                                         cudaLaunchAttribute* attr) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    config.attrs = &attr;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cluster;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    config.attrs = attr;
     config.numAttrs = cluster > 1 ? 1 : 0;
+    return config;
+}
+
+/* Launches `kernel` in clusters of `cluster` CTAs along x (no cluster attribute for 1) and checks the launch. */
+template <typename... Params, typename... Args>
+trt_woq_status launch_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                                  cudaStream_t stream, const Args&... args) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = cluster_config(grid, block, smem, cluster, stream, &attr);
     const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
     return err == cudaSuccess ? check_launch() : record_cuda_error(err);
 }

@@ -46,6 +46,38 @@ int32_t total_count() {
     return n;
 }
 
+/* kernels.h's tactic rule: 32-bit FNV-1a of the name, reduced to 1 .. 2^31 - 1. */
+int32_t tactic_of(const char* name) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char* c = reinterpret_cast<const unsigned char*>(name); *c != 0; ++c) {
+        h = (h ^ *c) * 16777619u;
+    }
+    return static_cast<int32_t>(h % 0x7fffffffu) + 1;
+}
+
+/* Whether the candidates' tactics are distinct, checked once (C++11 makes the initialisation thread-safe); on a
+ * collision stderr names both candidates. Not at load time: a family's table may be initialised after this file's. */
+bool tactics_unique() {
+    static const bool unique = [] {
+        const int32_t n = total_count();
+        for (int32_t a = 0; a < n; ++a) {
+            for (int32_t b = a + 1; b < n; ++b) {
+                const char* na = candidate_at(a)->name;
+                const char* nb = candidate_at(b)->name;
+                if (tactic_of(na) == tactic_of(nb)) {
+                    std::fprintf(stderr,
+                                 "trt_woq kernels: candidates %d \"%s\" and %d \"%s\" share tactic %d; rename one "
+                                 "(every tactic lookup fails until then)\n",
+                                 a, na, b, nb, tactic_of(na));
+                    return false;
+                }
+            }
+        }
+        return true;
+    }();
+    return unique;
+}
+
 bool in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
 
 bool conv_geometry_ok(const trt_woq_linear_params* p) {
@@ -197,6 +229,30 @@ int32_t trt_woq_linear_candidate_count(void) {
     return trt_woq::total_count();
 }
 
+int32_t trt_woq_linear_candidate_tactic(int32_t id) {
+    const trt_woq::Candidate* c = candidate_at(id);
+    if (c == nullptr || !trt_woq::tactics_unique()) return 0;
+    return trt_woq::tactic_of(c->name);
+}
+
+int32_t trt_woq_linear_candidate_by_tactic(int32_t tactic) {
+    if (tactic <= 0 || !trt_woq::tactics_unique()) return -1;
+    const int32_t n = trt_woq::total_count();
+    for (int32_t id = 0; id < n; ++id) {
+        if (trt_woq::tactic_of(candidate_at(id)->name) == tactic) return id;
+    }
+    return -1;
+}
+
+int32_t trt_woq_linear_candidate_by_name(const char* name) {
+    if (name == nullptr || !trt_woq::tactics_unique()) return -1;
+    const int32_t n = trt_woq::total_count();
+    for (int32_t id = 0; id < n; ++id) {
+        if (std::strcmp(candidate_at(id)->name, name) == 0) return id;
+    }
+    return -1;
+}
+
 trt_woq_status trt_woq_linear_candidate_describe(int32_t id, char* buf, size_t buf_size) {
     const trt_woq::Candidate* c = candidate_at(id);
     if (c == nullptr || buf == nullptr || buf_size == 0) return TRT_WOQ_ERR_INVALID_ARGUMENT;
@@ -269,7 +325,8 @@ const char* trt_woq_status_string(trt_woq_status status) {
         case TRT_WOQ_OK: return "ok";
         case TRT_WOQ_ERR_INVALID_ARGUMENT:
             return "invalid argument (null or misaligned pointer, bad enum, negative size, inconsistent option)";
-        case TRT_WOQ_ERR_UNSUPPORTED_SHAPE: return "unsupported shape (K, N, M or group size not accepted by the layout or kernel)";
+        case TRT_WOQ_ERR_UNSUPPORTED_SHAPE:
+            return "unsupported shape (K, N, M or group size not accepted by the layout or kernel)";
         case TRT_WOQ_ERR_UNSUPPORTED_ARCH: return "unsupported architecture (no kernel for this GPU)";
         case TRT_WOQ_ERR_WORKSPACE: return "workspace missing or too small";
         case TRT_WOQ_ERR_CUDA: return "CUDA error (see trt_woq_last_cuda_error)";

@@ -136,7 +136,8 @@ def _word_of(packed: np.ndarray, bits: int, n: int, k_block_start: int, j: int) 
 
 
 def _fragment_words(bits: int, n: int):
-    """(u, column, k block start, j, word) for every lane word j of every k block of a fresh random K=256 x n packing."""
+    """(u, column, k block start, j, word) for every lane word j of every k block of a fresh random K=256 x n
+    packing."""
     k = 256
     u = _random_u(np.random.default_rng(), k, n, bits)
     packed = L.pack(u, bits)

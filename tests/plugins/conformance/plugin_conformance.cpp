@@ -21,7 +21,8 @@
  *      on a non-blocking stream (the legacy default stream once) into a NaN-poisoned output, against a float64
  *      reference (reference.h) of fresh random activations.
  * Plus: invalid field collections the case lists (createPlugin returns null and logs a message quoting the
- * value), kINT64 fields, an unknown tactic, a wrong packed_weight shape.
+ * value), kINT64 fields, an unknown tactic, a wrong packed_weight shape; every tactic maps back to its kernel
+ * candidate through the kernels library's lookups.
  * Prints one line per check that fails, a summary per case, then "N passed, N failed"; exit status 1 on failure.
  */
 #include "reference.h"
@@ -95,7 +96,8 @@ public:
     }
     bool contains(std::string const& s) const
     {
-        return std::any_of(messages.begin(), messages.end(), [&](std::string const& m) { return m.find(s) != std::string::npos; });
+        return std::any_of(messages.begin(), messages.end(),
+            [&](std::string const& m) { return m.find(s) != std::string::npos; });
     }
     std::vector<std::string> messages;
     bool verbose{false};
@@ -772,6 +774,11 @@ struct Library
     std::map<std::string, IPluginCreatorV3One*> creators;
 };
 
+// The kernels library's tactic lookups (kernels.h), found through the plugin library that loaded it.
+using TacticLookupFn = int32_t (*)(int32_t);
+TacticLookupFn gCandidateTactic{nullptr};
+TacticLookupFn gCandidateByTactic{nullptr};
+
 void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
 {
     DataType const act = c.bf16 ? DataType::kBF16 : DataType::kHALF;
@@ -917,6 +924,13 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
         check(build->getValidTactics(tactics.data(), nbTactics) == 0, tag + "getValidTactics");
         std::set<int32_t> unique(tactics.begin(), tactics.end());
         check(unique.size() == tactics.size() && unique.count(0) == 0, tag + "tactics are unique and non-zero");
+        for (int32_t t : tactics)
+        {
+            int32_t const id = gCandidateByTactic(t);
+            check(t > 0 && id >= 0 && gCandidateTactic(id) == t,
+                tag + "tactic " + std::to_string(t) + " maps back to its kernel candidate (id "
+                    + std::to_string(id) + ")");
+        }
         check(build->getTimingCacheID() != nullptr, tag + "getTimingCacheID after configurePlugin");
     }
     if (pi == 0)
@@ -962,7 +976,14 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
     auto* run = static_cast<IPluginV3OneRuntime*>(attached->getCapabilityInterface(PluginCapabilityType::kRUNTIME));
     if (nbTactics > 0)
     {
-        check(run->setTactic(1000000) != 0, tag + "setTactic refuses an unknown tactic");
+        int32_t unknown = 1;
+        while (gCandidateByTactic(unknown) >= 0)
+        {
+            ++unknown;
+        }
+        logger.messages.clear();
+        check(run->setTactic(unknown) != 0 && logger.contains("tactic " + std::to_string(unknown) + " names no"),
+            tag + "setTactic refuses an unknown tactic and names it");
     }
 
     // Enqueue: constant inputs on the device once; per run fresh activations and a poisoned output.
@@ -1223,10 +1244,13 @@ int main(int argc, char** argv)
     }
     auto getCreators = reinterpret_cast<GetCreatorsFn>(dlsym(lib.handle, "getCreators"));
     auto setLoggerFinder = reinterpret_cast<SetLoggerFinderFn>(dlsym(lib.handle, "setLoggerFinder"));
+    gCandidateTactic = reinterpret_cast<TacticLookupFn>(dlsym(lib.handle, "trt_woq_linear_candidate_tactic"));
+    gCandidateByTactic = reinterpret_cast<TacticLookupFn>(dlsym(lib.handle, "trt_woq_linear_candidate_by_tactic"));
     gCase = "library";
     check(getCreators != nullptr, "exports getCreators");
     check(setLoggerFinder != nullptr, "exports setLoggerFinder");
-    if (!getCreators || !setLoggerFinder)
+    check(gCandidateTactic != nullptr && gCandidateByTactic != nullptr, "its kernels library has the tactic lookups");
+    if (!getCreators || !setLoggerFinder || !gCandidateTactic || !gCandidateByTactic)
     {
         std::printf("%d passed, %d failed\n", gPassed, gFailed);
         return 1;

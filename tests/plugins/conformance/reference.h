@@ -224,7 +224,9 @@ inline std::vector<double> im2col(std::vector<double> const& x, ConvGeometry con
                             if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
                             {
                                 size_t const at = static_cast<size_t>(((b * g.channels + c) * g.h + iy) * g.w + ix);
-                                row[g.kOrder == 1 ? (i * g.kw + j) * g.channels + c : (c * g.kh + i) * g.kw + j] = x[at];
+                                int64_t const kk
+                                    = g.kOrder == 1 ? (i * g.kw + j) * g.channels + c : (c * g.kh + i) * g.kw + j;
+                                row[kk] = x[at];
                             }
                         }
                     }

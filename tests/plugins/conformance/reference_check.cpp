@@ -70,8 +70,8 @@ int main(int argc, char** argv)
         ep.activation = int32_t(num(5));
         ep.clipMin = std::stod(argv[6]);
         ep.clipMax = std::stod(argv[7]);
-        std::vector<double> const bias = std::string(argv[10]) == "-" ? std::vector<double>{}
-                                                                        : load<double>(argv[10], static_cast<size_t>(n));
+        std::vector<double> const bias
+            = std::string(argv[10]) == "-" ? std::vector<double>{} : load<double>(argv[10], static_cast<size_t>(n));
         std::vector<double> y;
         product(load<double>(argv[8], static_cast<size_t>(m * k)), nullptr, m, k, n,
             load<double>(argv[9], static_cast<size_t>(k * n)), bias, ep, y, nullptr);

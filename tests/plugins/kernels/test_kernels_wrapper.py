@@ -43,7 +43,8 @@ def test_unloadable_file_is_a_library_error(tmp_path):
 @pytest.mark.parametrize("source, version", [
     ("int trt_woq_abi_version(void) { return 1; }", 1),
     ("int trt_woq_other(void) { return 0; }", 1),  # built before trt_woq_abi_version existed
-    ("int trt_woq_abi_version(void) { return 4; }", 4),
+    (f"int trt_woq_abi_version(void) {{ return {K.ABI_VERSION - 1}; }}", K.ABI_VERSION - 1),
+    (f"int trt_woq_abi_version(void) {{ return {K.ABI_VERSION + 1}; }}", K.ABI_VERSION + 1),
 ])
 def test_library_of_another_abi_is_refused(tmp_path, source, version):
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")

@@ -2,7 +2,8 @@
 # WeightOnlyLinear plugin checks on the lent GPU machine, in two calls (TensorRT-RTX travels in two halves, see
 # ../shared/device/README.md). Logs go to $OUT (or ./device_out).
 #
-#   call 1, carry .device/trtrtx/a .device/prelude.sh .device/tensorrt third_party/tensorrt-10.13-include build/c_models:
+#   call 1, carry .device/trtrtx/a .device/prelude.sh .device/tensorrt third_party/tensorrt-10.13-include
+#                 build/c_models:
 #     bash tests/plugins/weight_only_linear/device_run.sh harness
 #       builds libtrt_woq_plugin (TensorRT 11.1 headers) + the conformance harness, and the plugin again against the
 #       10.13 headers; runs the harness on the linear and conv synthetic matrices and on every plugin node of the
@@ -61,7 +62,9 @@ if [[ $mode == harness ]]; then
   python3 $cases/make_cases.py $bdir/cases_small --synthetic -k 256 -n 128 --max-m 64 > /dev/null
   timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $harness $lib $bdir/cases_small \
     > "$out/memcheck.log" 2>&1
-  echo "memcheck exit $? ($(grep -c "ERROR SUMMARY: 0 errors" "$out/memcheck.log") clean summaries): $(tail -2 "$out/memcheck.log" | tr '\n' ' ')"
+  memcheck=$?
+  clean=$(grep -c "ERROR SUMMARY: 0 errors" "$out/memcheck.log")
+  echo "memcheck exit $memcheck ($clean clean summaries): $(tail -2 "$out/memcheck.log" | tr '\n' ' ')"
   # The runtime's tests (the cuda-python buffer test runs here; TensorRT-dependent parts skip or use fakes).
   PYTHONPATH=$root/python:$root:${PYTHONPATH:-} python3 -m pytest -q -rs tests/python/trt_woq 2>&1 | tail -4
   exit $rc
@@ -108,9 +111,12 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_bad_group96.o
   for lib in plugins/weight_only_linear/libtrt_woq_plugin.so plugins/weight_only_linear/libtrt_woq_polygraphy.so; do
     POLYGRAPHY_USE_TENSORRT_RTX=1 PYTHONPATH=$root/python:$root:${PYTHONPATH:-} python3 -c \
       "import sys; from polygraphy.tools import main; sys.exit(main())" convert build/c_models/llama16.int4g128.onnx \
-      --plugins "$root/$bdir/$lib" --trt-min-shapes "hidden_states:[1,1,256]" --trt-opt-shapes "hidden_states:[1,16,256]" \
-      --trt-max-shapes "hidden_states:[4,64,256]" -o "$bdir/pg.engine" > "$bdir/pg.log" 2>&1
-    echo "polygraphy convert --plugins $(basename $lib): exit $?; $(grep -h -m3 "registered\|Plugin not found\|Saving engine\|Error\|PASSED\|FAILED" "$bdir/pg.log" | tr '\n' ' ')"
+      --plugins "$root/$bdir/$lib" --trt-min-shapes "hidden_states:[1,1,256]" \
+      --trt-opt-shapes "hidden_states:[1,16,256]" --trt-max-shapes "hidden_states:[4,64,256]" -o "$bdir/pg.engine" \
+      > "$bdir/pg.log" 2>&1
+    convert=$?
+    said=$(grep -h -m3 "registered\|Plugin not found\|Saving engine\|Error\|PASSED\|FAILED" "$bdir/pg.log" | tr '\n' ' ')
+    echo "polygraphy convert --plugins $(basename $lib): exit $convert; $said"
     rm -f "$bdir/pg.engine"
   done
   # The Python runtime and the CLI against TensorRT-RTX's Python API: build_engine through `trt_woq build`.
@@ -121,7 +127,9 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_bad_group96.o
     PYTHONPATH=$root/python:$root:${PYTHONPATH:-} TRT_WOQ_TENSORRT_MODULE=tensorrt_rtx \
       TRT_WOQ_PLUGIN_PATH=$root/$bdir/plugins/weight_only_linear/libtrt_woq_plugin.so \
       python3 -m trt_woq build "$m" -o "$bdir/$(basename "$m" .onnx).engine" 2>&1 | tail -5
-    echo "trt_woq build $m: exit ${PIPESTATUS[0]}, engine $(stat -c %s "$bdir/$(basename "$m" .onnx).engine" 2>/dev/null || echo none) bytes"
+    built=${PIPESTATUS[0]}
+    bytes=$(stat -c %s "$bdir/$(basename "$m" .onnx).engine" 2>/dev/null || echo none)
+    echo "trt_woq build $m: exit $built, engine $bytes bytes"
   done
   exit $rc
 fi

@@ -132,9 +132,50 @@ def test_dumps_is_one_line_per_key_and_row_and_round_trips():
     import json
 
     rng = np.random.default_rng()
-    rows = [_row(4096, 4096, int(m), "int4_g128", float(rng.uniform(3, 9)), 1 << 23) for m in rng.integers(1, 99, 5)]
+    # Distinct M: rows of one problem (K x N x M) share a line.
+    ms = rng.choice(np.arange(1, 99), 5, replace=False)
+    rows = [_row(4096, 4096, int(m), "int4_g128", float(rng.uniform(3, 9)), 1 << 23) for m in ms]
     result = {"device": "H100", "copy_gbps": float(rng.uniform(2000, 3000)), "sm_mhz": {"4096x4096/m1": 1980},
               "rows": rows, "command": "python -m trt_woq.bench"}
     text = bench.dumps(result)
     assert json.loads(text) == result
     assert len(text.splitlines()) == 2 + (len(result) - 1) + 2 + len(rows)  # braces, keys, "rows": [ ... ], rows
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_markdown_of_a_saved_run_and_of_other_files(capsys, tmp_path):
+    saved = tmp_path / "run.json"
+    bench.write_whole(str(saved), bench.dumps({"rows": [_row(4096, 4096, 1, "int4_g128", 5.0, 1 << 23)]}))
+    assert bench.main(["--markdown", str(saved)]) == 0 and "4096 x 4096" in capsys.readouterr().out
+    (tmp_path / "model.onnx").write_bytes(b"\x08\x07\x90\xff")
+    (tmp_path / "other.json").write_text('{"rows": 3}')
+    for name, expect in (("missing.json", "no such file"), ("model.onnx", "not a run saved by"),
+                         ("other.json", "needs \"rows\""), (".", "is a folder")):
+        assert bench.main(["--markdown", str(tmp_path / name)]) == 2
+        assert expect in _one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "other.json", "run.json"]
+
+
+@pytest.mark.parametrize("module, option", [("bench", "--json"), ("bench_conv", "--json"),
+                                            ("bench_conv", "--profile")])
+def test_output_in_a_missing_folder_is_refused_before_the_run(capsys, tmp_path, module, option):
+    import importlib
+
+    main = importlib.import_module(f"trt_woq.{module}").main
+    assert main([option, str(tmp_path / "no" / "out.json")]) == 2
+    assert "output folder" in _one_error_line(capsys)
+    assert main([option, str(tmp_path)]) == 2
+    assert "is a folder" in _one_error_line(capsys)
+
+
+def test_bench_conv_refuses_an_unknown_column_before_the_run(capsys):
+    from trt_woq import bench_conv
+
+    assert bench_conv.main(["--variants", "wgmma,nope"]) == 2
+    line = _one_error_line(capsys)
+    assert "nope" in line and "wgmma_nhwc" in line  # names the bad column and lists the known ones

@@ -8,6 +8,7 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 from trt_woq.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,8 +57,29 @@ def test_compare_says_tensorrt_is_missing(no_tensorrt, tiny_model, capsys):
     _fails(capsys, ["compare", str(tiny_model), str(tiny_model)], "TensorRT is not available")
 
 
-def test_compare_wired(capsys, monkeypatch, tiny_model):
+def test_bad_paths_are_named_before_tensorrt(no_tensorrt, tiny_model, capsys, tmp_path):
+    """A wrong path is what to fix first: named even where TensorRT is missing too."""
+    not_npz = tmp_path / "inputs.npz"
+    not_npz.write_text("x = 1")
+    model = str(tiny_model)
+    for argv, expect in (
+            (["compare", str(tmp_path / "missing.onnx"), model], "missing.onnx: no such file"),
+            (["compare", model, str(tmp_path)], "is a folder, expected an .onnx file"),
+            (["compare", model, model, "--data", str(tmp_path / "d.npz")], "d.npz: no such file"),
+            (["compare", model, model, "--data", str(not_npz)], "inputs.npz: not an .npz file"),
+            (["compare", model, model, "--data-script", str(tmp_path / "load.py")], "load.py: no such file"),
+            (["build", model, "-o", str(tmp_path / "m.engine"), "--plugin", str(tmp_path / "p.so")],
+             "p.so: no such file; --plugin"),
+            (["build", model, "-o", str(tmp_path / "m.engine"), "--timing-cache", str(tmp_path / "no" / "tc")],
+             "does not exist; choose another --timing-cache file")):
+        _fails(capsys, argv, expect)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs.npz", "tiny.onnx"]
+
+
+def test_compare_wired(capsys, monkeypatch, tiny_model, tmp_path):
     calls = {}
+    data = tmp_path / "d.npz"
+    np.savez(data, X=np.ones((4, 2, 64), np.float16))
 
     class Report:
         passed = True
@@ -70,10 +92,11 @@ def test_compare_wired(capsys, monkeypatch, tiny_model):
         return Report()
 
     monkeypatch.setitem(sys.modules, "trt_woq.compare", types.SimpleNamespace(compare_trt=compare_trt))
-    assert main(["compare", "a.onnx", "b.onnx", "--data", "d.npz", "--samples", "4", "--min-cosine", "0.9"]) == 0
+    model = str(tiny_model)
+    assert main(["compare", model, model, "--data", str(data), "--samples", "4", "--min-cosine", "0.9"]) == 0
     assert "stand-in report" in capsys.readouterr().out
-    assert calls == dict(original="a.onnx", quantized="b.onnx", input_shapes=None, seed=0, min_cosine=0.9,
-                         data="d.npz", data_script=None, samples=4)
+    assert calls == dict(original=model, quantized=model, input_shapes=None, seed=0, min_cosine=0.9,
+                         data=str(data), data_script=None, samples=4)
 
 
 def test_every_subcommand_has_help():

@@ -16,8 +16,9 @@
 extern "C" {
 #endif
 
-/* Changes whenever a struct or a signature below changes; trt_woq_abi_version() returns the library's. */
-#define TRT_WOQ_ABI_VERSION 3
+/* Changes whenever a struct, a signature or the set of functions below changes, or what a value of theirs means;
+ * trt_woq_abi_version() returns the library's. */
+#define TRT_WOQ_ABI_VERSION 4
 
 typedef enum trt_woq_status {
     TRT_WOQ_OK = 0,
@@ -99,7 +100,8 @@ typedef struct trt_woq_linear_params {
                                   [batch, in_h, in_w, in_channels] with conv.activation_nhwc */
     const void* packed_weight; /* int32 words, layout `layout_version` of docs/layouts.md */
     const void* scales;        /* [K / group, N] row-major; [1, N] when group_size == -1 */
-    const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type; NULL = symmetric */
+    const void* zeros;         /* zero points, same shape as scales, integer values stored in act_type;
+                                  NULL = symmetric */
     const void* bias;          /* [N] or NULL */
     const void* weight_sums;   /* W8A8 with act_asymmetric: per-group sums of the quantized weights, int32
                                   [K / group, N] ([1, N] when group_size == -1), exact; NULL otherwise */
@@ -136,12 +138,25 @@ typedef struct trt_woq_candidate_info {
 /* TRT_WOQ_ABI_VERSION of the built library: callers check it before passing any struct. */
 int32_t trt_woq_abi_version(void);
 
-/* Kernel candidates (the plugin exposes them as TensorRT tactics). Candidate ids are stable across calls and
- * processes for one build of the library; -1 asks the built-in dispatch to choose by (M, N, K, arch). */
+/* Kernel candidates. A candidate id is its position in this build's table: stable across calls and processes for
+ * one build, but adding a candidate shifts the ids after it, so what outlives a build (a TensorRT engine, a timing
+ * cache, a benchmark record) names a candidate by its name or its tactic. -1 asks the built-in dispatch to choose by
+ * (M, N, K, arch). */
 #define TRT_WOQ_CANDIDATE_AUTO (-1)
 
 /* Number of candidates compiled into this library (for any problem); ids are 0 .. count-1. */
 int32_t trt_woq_linear_candidate_count(void);
+
+/* The TensorRT tactic of candidate `id`, a function of its name only: h = 32-bit FNV-1a of the name's bytes (offset
+ * basis 2166136261, prime 16777619), tactic = h % (2^31 - 1) + 1, a positive int32, never TensorRT's default 0.
+ * Returns 0 for an unknown id, and for every id when two candidates' tactics collide: the library checks all of
+ * them on the first tactic lookup and then writes both names to stderr (rename one of them). */
+int32_t trt_woq_linear_candidate_tactic(int32_t id);
+
+/* The id of the candidate whose tactic is `tactic` (whose name is `name`), or -1 when this build has none or when
+ * tactics collide. */
+int32_t trt_woq_linear_candidate_by_tactic(int32_t tactic);
+int32_t trt_woq_linear_candidate_by_name(const char* name);
 
 /* Short human-readable name of candidate `id` ("gemv_mma_nt4" ...) copied into buf (NUL-terminated). */
 trt_woq_status trt_woq_linear_candidate_describe(int32_t id, char* buf, size_t buf_size);

@@ -121,6 +121,14 @@ const Candidate kConvCandidates[] = {
      conv_implicit::score},
     {"conv_implicit_cl", kIntWeightOnlyConv, conv_implicit_cl::supports, conv_implicit_cl::workspace,
      conv_implicit_cl::launch, conv_implicit_cl::score},
+    {"conv_wgmma", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace, conv_wgmma::launch,
+     conv_wgmma::score},
+    {"conv_wgmma_t64", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_tile<0>,
+     conv_wgmma::launch_tile<0>, conv_wgmma::score_tactic},
+    {"conv_wgmma_t128", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_tile<1>,
+     conv_wgmma::launch_tile<1>, conv_wgmma::score_tactic},
+    {"conv_wgmma_t256", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_tile<2>,
+     conv_wgmma::launch_tile<2>, conv_wgmma::score_tactic},
 };
 const int kConvCandidateCount = sizeof(kConvCandidates) / sizeof(kConvCandidates[0]);
 

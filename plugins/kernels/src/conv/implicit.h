@@ -1,7 +1,8 @@
 /*
- * The implicit-GEMM conv2d candidates (implicit.cu): their entry points for the conv family's table in conv.cu.
+ * The implicit-GEMM conv2d candidates: their entry points for the conv family's table in conv.cu. implicit.cu:
  * conv_implicit gathers an NCHW activation for K order (c, i, j); conv_implicit_cl gathers channels-last for K order
- * (i, j, c), transposing an NCHW activation into its workspace first.
+ * (i, j, c), transposing an NCHW activation into its workspace first. wgmma.cu: conv_wgmma, K order (i, j, c), the
+ * warp-specialized wgmma GEMM with a TMA im2col activation tile (channels-last, transposed there as well).
  */
 #ifndef TRT_WOQ_CONV_IMPLICIT_H
 #define TRT_WOQ_CONV_IMPLICIT_H
@@ -20,10 +21,22 @@
 namespace trt_woq {
 namespace conv_implicit {
 TRT_WOQ_CONV_CANDIDATE_ENTRIES
+/* Whether the packed weight is in K order `order` (a 1 x 1 kernel's weight is in both). */
+bool order_is(const trt_woq_conv_geometry& g, int32_t order);
 }  // namespace conv_implicit
 namespace conv_implicit_cl {
 TRT_WOQ_CONV_CANDIDATE_ENTRIES
 }  // namespace conv_implicit_cl
+namespace conv_wgmma {
+TRT_WOQ_CONV_CANDIDATE_ENTRIES
+/* Tactics (score -1: by id only, e.g. for TensorRT's timing): the plan restricted to token tile TILE (wgmma.cuh's
+ * kTiles: 64, 128, 256 pixels); supports() as above. */
+template <int TILE>
+size_t workspace_tile(const trt_woq_linear_params* p, int32_t sm);
+template <int TILE>
+trt_woq_status launch_tile(const trt_woq_linear_params* p, cudaStream_t stream);
+int32_t score_tactic(const trt_woq_linear_params* p, int32_t sm);
+}  // namespace conv_wgmma
 }  // namespace trt_woq
 
 #undef TRT_WOQ_CONV_CANDIDATE_ENTRIES

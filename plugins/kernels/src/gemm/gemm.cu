@@ -398,7 +398,7 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     // the overlapped launch measured 2 % slower with the tail split (8192 x 57344, M = 2048: 5-10 %).
     const bool pdl = plan.split > 1 && plan.dp_tiles < kPdlMaxWaves * ws_wave(kTiles[plan.tile]);
     return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
-                         pdl, args, sched, tmap_x, tmap_w, tmap_w2);
+                         pdl, args, sched, tmap_x, tmap_w, tmap_w2, WsRowsIo{});
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.

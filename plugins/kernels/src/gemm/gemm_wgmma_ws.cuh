@@ -266,16 +266,38 @@ __device__ __forceinline__ void store_rows(const float* epi, int ctid, int m0, i
     });
 }
 
+// The kernel's input / output policy (its Io parameter): load() issues the TMA of the activation tile, K elements
+// k0 .. k0 + 63 of rows row0 .. into `dst` (mask != 0: multicast to those CTAs of the cluster); store() writes the
+// staged tile as store_rows. A conv replaces both: an im2col load and an NCHW store (src/conv/wgmma.cuh).
+struct WsRowsIo {
+    __device__ __forceinline__ void load(uint32_t dst, const CUtensorMap* map, int k0, int row0, uint32_t bar,
+                                         uint16_t mask) const {
+#ifdef TRT_WOQ_WGMMA
+        if (mask != 0)
+            tma_load_2d_multicast(dst, map, k0, row0, bar, mask);
+        else
+            tma_load_2d(dst, map, k0, row0, bar);
+#endif
+    }
+    template <int TOK, int CH, int PITCH, typename OutT>
+    __device__ __forceinline__ void store(const float* epi, int ctid, int m0, int n0, const GemmArgs& args,
+                                          OutT* out) const {
+        store_rows<TOK, CH, PITCH>(epi, ctid, m0, n0, args, out);
+    }
+};
+
 // TOK tokens x CH = 2 x MT x 64 channels per CTA; up to MAX_STAGES pipeline stages (ws_geometry); CLUSTER CTAs
 // share the activation tile; PIECES: 2 where a CTA may take two pieces (stream-K), else 1 (whole tiles and the
 // tail split, whose code then stays that of a single piece: with the loop the 128 x 256 tile measured 15-20 %
 // slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines. DEPTH:
 // wgmma groups in flight while the next K tile converts (DEPTH + 1 fragment buffers; a stage goes back to the producer
 // DEPTH tiles after its group was issued).
-template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1>
+template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1,
+          typename Io = WsRowsIo>
 __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
-                         const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2) {
+                         const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2,
+                         const Io io) {
 #ifdef TRT_WOQ_WGMMA
     constexpr int kCH = kWsConsumers * MT * 64;
     constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS);
@@ -339,11 +361,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
                 if (lane == 0) {
                     mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
-                    if constexpr (CLUSTER > 1)
-                        tma_load_2d_multicast(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK,
-                                              m0 + rank * (TOK / CLUSTER), full_bar + 8 * s, (1u << CLUSTER) - 1);
-                    else
-                        tma_load_2d(stage_x(s), &tmap_x, kt * kBK, m0, full_bar + 8 * s);
+                    io.load(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK, m0 + rank * (TOK / CLUSTER),
+                            full_bar + 8 * s, CLUSTER > 1 ? (1u << CLUSTER) - 1 : 0);
                     tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
                     if constexpr (BITS == 6)
                         tma_load_2d(stage_x(s) + L.x_bytes + L.lines * 128, &tmap_w2, kt * (kBK / 4), n0 / kI,
@@ -535,7 +554,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                     epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] =
                         BITS == 6 ? acc[mt][4 * j + e] * f[mt][e >> 1] : acc[mt][4 * j + e];
         consumers_sync();
-        store_rows<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
+        io.template store<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
     }
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)

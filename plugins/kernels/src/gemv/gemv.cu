@@ -230,6 +230,58 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
+/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 (TMA: FP6 too) on SM 9.0 (sm_90a code), M <= 16; TMA: stages
+ * loaded with tensor copies, else one bulk copy per packed row. */
+trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
+    // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
+    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    if (p->m > kMaxM || p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 127) / 128 > 65535) {
+        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    }
+    return TRT_WOQ_OK;
+}
+
+template <bool TMA>
+trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines.
+    if ((reinterpret_cast<uintptr_t>(p->activation) | reinterpret_cast<uintptr_t>(p->packed_weight)) % 16 != 0) {
+        return launch<4, false>(p, stream);
+    }
+    DeviceInfo dev;
+    const trt_woq_status s = device_info(&dev);
+    if (s != TRT_WOQ_OK) return s;
+    switch (p->weight_format) {
+        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        default: return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    }
+}
+
+/* Dispatch preference of the warp-specialized candidates (H100, tests/device/sweep_gemv.py, 8 shapes x M = 1, 2, 4,
+ * 8, 12, 16, against the other picks in the same run): the row-copy kernel (`gemv_ws_nt4`, score 103) for INT4 on SM90
+ * where its 128-channel CTAs fill 80 % or more of one wave of two CTAs per SM, either without a K split (K <= 8192:
+ * 4096 x 28672, M = 1 / 4 / 8 / 16: 26.9 / 28.7 / 30.9 / 39.0 us against 32.5 / 33.2 / 34.2 / 40.9) or split 8 ways
+ * (K >= 12288: 14336 x 4096, 16.5 / 17.3 / 18.3 / 23.1 against 16.9 / 19.4 / 18.9 / 25.1) except at 9 <= M <= 12 there
+ * (21.3 against the resident-activation CTAs' 20.0 at M = 12). Elsewhere it measured slower: fewer CTAs than slots
+ * (4096 x 4096: 64 CTAs), several waves (8192 x 57344: 118.6 against 102.2 at M = 1), 8192 x 10240 (28.6 against
+ * 24.6), and mixed on 28672 x 8192 (M = 1 / 8: 55.9 / 68.9 against 54.5 / 64.6; M = 4 / 16: 58.7 / 78.2 against 63.8 /
+ * 85.1). The tensor-copy kernel (`gemv_wst_nt4`) measured slower than the per-warp pipelines for INT8 on every shape
+ * and than the row copies for INT4 on most; it stays selectable by id (score 1). */
+template <bool TMA>
+int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
+    DeviceInfo dev;
+    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
+    const int64_t slots = 2 * int64_t{dev.sms};
+    auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
+    const int64_t tiles = (p->n + 127) / 128;
+    const bool unsplit = p->k <= 8192 && fills_one_wave(tiles);
+    const bool split8 = p->k >= 12288 && fills_one_wave(8 * tiles) && (p->m <= 8 || p->m > 12);
+    return unsplit || split8 ? 103 : 1;
+}
+
 }  // namespace
 }  // namespace gemv
 
@@ -260,6 +312,12 @@ const Candidate kGemvCandidates[] = {
     // the folded conversion's row sums computed once per CTA.
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
+    // Warp-specialized: a producer warp's bulk copies into a ring of stages, 4 consumer warps of 32 channels.
+    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<false>,
+     gemv::ws_score<false>},
+    // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
+    {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<true>,
+     gemv::ws_score<true>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

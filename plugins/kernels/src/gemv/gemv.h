@@ -48,6 +48,11 @@ trt_woq_status launch_i8_bf16(const Plan& plan, const trt_woq_linear_params* p, 
 trt_woq_status launch_f6_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_f6_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 
+/* The warp-specialized kernel (gemv_ws.cuh; SM90a), INT4 / INT8, either activation type, stages loaded with tensor
+ * copies (tma) or one bulk copy per row; sms and smem_per_sm (bytes) describe the device. */
+template <int BITS>
+trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream);
+
 /* Shared-memory bytes of one warp's weights, scales and zeros per stage (gemv_kernel's stage layout); the shared-
  * activation kernels leave out the scale / zero areas their mode never reads. */
 inline size_t warp_stage_bytes(trt_woq_weight_format format, int nt, bool scales = true, bool zeros = true) {

@@ -68,9 +68,6 @@ struct Args {
     Epilogue ep;             // fused activation (epilogue.cuh)
 };
 
-/* How scales apply (a template parameter: no per-element branches in the loop). */
-enum ScaleMode { kPerChannel = 0, kChunkGroup = 1, kFineGroup = 2 };
-
 /* ---- device helpers ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -286,9 +283,69 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
     }
 }
 
+/* How scales apply (a template parameter: no per-element branches in the loop). */
+enum ScaleMode { kPerChannel = 0, kChunkGroup = 1, kFineGroup = 2 };
+
+/* One chunk of tile pair (j, j + 1): acc[b] / acc2[b] are its accumulators of column tile b (acc2: mma_pair2's second
+ * chain, kept across chunks where the chunk's sums need no per-chunk step: plain conversion, scales per channel or on
+ * the weights). Folded INT4 sums are corrected with the chunk's row sums `corr` (mma_corr) and the zero points
+ * za / zb (tiles j / j + 1; raw values); chunk-group scales sa / sb multiply the chunk's sums, fine-group ones the
+ * converted weights (mma_pair2). */
+template <typename T, int BITS, int MODE, bool ZEROS, int NB>
+__device__ __forceinline__ void chunk_pair(float (*acc)[4], float (*acc2)[4], const uint4& w0, const uint4& w1,
+                                           const uint2& l0, const uint2& l1, const uint4* xa, const uint4* xb,
+                                           const float (&corr)[NB][4], T za, T zb, T sa, T sb) {
+    using P = typename Pair<T>::type;
+    constexpr bool kFold = BITS == 4 && MODE != kFineGroup;
+    constexpr bool kTwoAcc = !kFold && MODE != kChunkGroup;
+    const float zfa = to_float(za) - static_cast<float>(1 << (BITS - 1));  // z - 2^(bits-1)
+    const float zfb = to_float(zb) - static_cast<float>(1 << (BITS - 1));
+    const P z0(from_float<T>(zfa), from_float<T>(zfa)), z1(from_float<T>(zfb), from_float<T>(zfb));
+    const P s0(sa, sa), s1(sb, sb);
+    float t2[NB][2][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            t2[b][0][i] = kTwoAcc ? acc[b][i] : 0.0f;
+            t2[b][1][i] = kTwoAcc ? acc2[b][i] : 0.0f;
+        }
+    }
+    mma_pair2<T, BITS, NB, MODE == kFineGroup, ZEROS>(t2, w0, w1, l0, l1, xa, xb, z0, z1, s0, s1);
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float t[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) t[i] = t2[b][0][i] + t2[b][1][i];
+        if constexpr (kFold) {  // biased sums: subtract the offsets' and the zero points' share
+            t[0] -= corr[b][0];
+            t[1] -= corr[b][1];
+            t[2] -= corr[b][0];
+            t[3] -= corr[b][1];
+            if (ZEROS) {
+                t[0] = fmaf(-zfa, corr[b][2], t[0]);
+                t[1] = fmaf(-zfa, corr[b][3], t[1]);
+                t[2] = fmaf(-zfb, corr[b][2], t[2]);
+                t[3] = fmaf(-zfb, corr[b][3], t[3]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if constexpr (kTwoAcc) {
+                acc[b][i] = t2[b][0][i];
+                acc2[b][i] = t2[b][1][i];
+            } else if constexpr (MODE == kChunkGroup) {
+                const float f = to_float(i < 2 ? sa : sb) * (BITS == 6 ? fp6::kBiasScale : 1.0f);
+                acc[b][i] = fmaf(t[i], f, acc[b][i]);
+            } else {
+                acc[b][i] += t[i];
+            }
+        }
+    }
+}
+
 template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
-    using P = typename Pair<T>::type;
     // FP6 (layout 2): the 4-bit words sit where layout 1 puts INT4, so FP6 takes INT4's geometry; its 2-bit words
     // follow in the same packed row at half the 4-bit offsets (docs/layouts.md).
     constexpr int GB = BITS == 8 ? 8 : 4;       // the layout-1 width whose geometry applies
@@ -303,7 +360,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     static_assert(NT % 2 == 0, "the A operand pairs tiles");
     constexpr int NB = MT / 8;
     constexpr bool FOLD = BITS == 4 && MODE != kFineGroup;  // folded INT4 conversion (mma_pair2)
-    constexpr int half_bits = 1 << (BITS - 1);
     constexpr bool kResident = XS == kResidentX;
 
     extern __shared__ __align__(16) unsigned char smem[];
@@ -320,7 +376,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
     const int c_end = min(nchunks, c_begin + a.chunks_per_split);
     constexpr bool has_zeros = ZEROS;
     constexpr bool chunk_scaled = MODE == kChunkGroup;
-    constexpr bool fine = MODE == kFineGroup;
     const int m = a.m;
 
     // A warp's part of a stage: [weights NT x 32 x 16 B | scales NT x 32 x 4 B | zeros NT x 32 x 4 B | FP6: 2-bit
@@ -559,78 +614,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
             const uint2 l0 = kFp6 ? lds64(st + l_off + (j * 32 + lane) * 8) : make_uint2(0, 0);
             const uint2 l1 = kFp6 ? lds64(st + l_off + ((j + 1) * 32 + lane) * 8) : make_uint2(0, 0);
             const int odd = (n_base + 8 * j + g) & 1;  // same parity for tile j + 1 (tiles are 8 apart)
-            P z0, z1, s0, s1;
-            float zfa = 0.0f, zfb = 0.0f;  // z - 2^(bits-1) for the folded correction
+            T za = from_float<T>(0.0f), zb = za, sa = za, sb = za;
             if (has_zeros) {
-                const T za = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
-                const T zb = GROUPED ? pick<T>(lds32(st + z_off + ((j + 1) * 32 + lane) * 4), odd) : zpc[j + 1];
-                zfa = to_float(za) - static_cast<float>(half_bits);
-                zfb = to_float(zb) - static_cast<float>(half_bits);
-                const T qa = from_float<T>(zfa);
-                const T qb = from_float<T>(zfb);
-                z0 = P(qa, qa);
-                z1 = P(qb, qb);
+                za = GROUPED ? pick<T>(lds32(st + z_off + (j * 32 + lane) * 4), odd) : zpc[j];
+                zb = GROUPED ? pick<T>(lds32(st + z_off + ((j + 1) * 32 + lane) * 4), odd) : zpc[j + 1];
             }
-            // The chunk's sums in t (mma_pair2's two chains); folded: t holds biased sums, so subtract the offsets'
-            // and the zero points' share; then scale per chunk or add. kTwoAcc: straight into acc / acc2.
             if constexpr (GROUPED) {
-                const T sa = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
-                const T sb = pick<T>(lds32(st + s_off + ((j + 1) * 32 + lane) * 4), odd);
-                s0 = P(sa, sa);
-                s1 = P(sb, sb);
+                sa = pick<T>(lds32(st + s_off + (j * 32 + lane) * 4), odd);
+                sb = pick<T>(lds32(st + s_off + ((j + 1) * 32 + lane) * 4), odd);
             }
-            if constexpr (kTwoAcc) {
-                float t2[NB][2][4];
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        t2[b][0][i] = acc[j + b][i];
-                        t2[b][1][i] = acc2[j + b][i];
-                    }
-                }
-                mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, l0, l1, xa, xb, z0, z1, s0, s1);
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        acc[j + b][i] = t2[b][0][i];
-                        acc2[j + b][i] = t2[b][1][i];
-                    }
-                }
-                continue;
-            }
-            float t2[NB][2][4] = {};
-            mma_pair2<T, BITS, NB, fine, ZEROS>(t2, w0, w1, l0, l1, xa, xb, z0, z1, s0, s1);
-#pragma unroll
-            for (int b = 0; b < NB; ++b) {
-                float t[4];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) t[i] = t2[b][0][i] + t2[b][1][i];
-                if constexpr (FOLD) {
-                    t[0] -= corr[b][0];
-                    t[1] -= corr[b][1];
-                    t[2] -= corr[b][0];
-                    t[3] -= corr[b][1];
-                    if (has_zeros) {
-                        t[0] = fmaf(-zfa, corr[b][2], t[0]);
-                        t[1] = fmaf(-zfa, corr[b][3], t[1]);
-                        t[2] = fmaf(-zfb, corr[b][2], t[2]);
-                        t[3] = fmaf(-zfb, corr[b][3], t[3]);
-                    }
-                }
-                if constexpr (chunk_scaled) {
-                    const float fa = to_float(s0.x) * (kFp6 ? fp6::kBiasScale : 1.0f);
-                    const float fb = to_float(s1.x) * (kFp6 ? fp6::kBiasScale : 1.0f);
-                    acc[j + b][0] = fmaf(t[0], fa, acc[j + b][0]);
-                    acc[j + b][1] = fmaf(t[1], fa, acc[j + b][1]);
-                    acc[j + b][2] = fmaf(t[2], fb, acc[j + b][2]);
-                    acc[j + b][3] = fmaf(t[3], fb, acc[j + b][3]);
-                } else {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[j + b][i] += t[i];
-                }
-            }
+            chunk_pair<T, BITS, MODE, ZEROS, NB>(acc + j, acc2 + (kTwoAcc ? j : 0), w0, w1, l0, l1, xa, xb, corr, za, zb,
+                                                sa, sb);
         }
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
@@ -854,9 +848,10 @@ trt_woq_status plan_resident_x(Kernel kernel, const Plan& plan, const trt_woq_li
     return err == cudaSuccess ? TRT_WOQ_OK : record_cuda_error(err);
 }
 
-template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
-trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
-    Args<T> a;
+/* The kernel arguments of p (chunks_per_split and k_parts are the launcher's). */
+template <typename T>
+Args<T> args_of(const trt_woq_linear_params* p) {
+    Args<T> a = {};
     a.x = static_cast<const T*>(p->activation);
     a.w = static_cast<const unsigned char*>(p->packed_weight);
     a.scales = static_cast<const T*>(p->scales);
@@ -867,8 +862,13 @@ trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, c
     a.n = static_cast<int>(p->n);
     a.k = static_cast<int>(p->k);
     a.ep = epilogue_of(*p);
-    a.group_shift = 0;
     while (p->group_size > 0 && (1 << a.group_shift) < p->group_size) ++a.group_shift;
+    return a;
+}
+
+template <typename T, int BITS, int MODE, bool ZEROS, int NT, int MT, int STAGES, int XS>
+trt_woq_status launch_kernel(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream) {
+    Args<T> a = args_of<T>(p);
     auto kernel = gemv_kernel<T, BITS, MODE, ZEROS, NT, MT, STAGES, XS>;
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
