@@ -6,10 +6,11 @@ For each (K, N, bits, M) the candidates that support the problem, the dispatch's
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
 taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS (with --prune,
 the candidates it keeps). --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by
-that library (its own kernels) in the same interleaved timing, is the "old" column. --prune R: of the
-candidates the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old
-dispatch and the fastest candidate) and a summary per (bits, shape, M range) with the geometric mean and the
-minimum; writes every time to --json.
+that library (its own kernels) in the same interleaved timing, is the "old" column. --prune R: of the candidates
+the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line
+per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old dispatch and the fastest
+candidate) and a summary per (bits, shape, M range) with the geometric mean and the minimum; writes every time to
+--json.
 
     export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
     python3 tests/device/sweep_gemm.py --json sweep.json [--old-lib /tmp/old/libtrt_woq_gemm.so]

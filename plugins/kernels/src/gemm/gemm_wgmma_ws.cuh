@@ -21,10 +21,9 @@
 //   * CLUSTER = 2 (the 64-token tile, M <= 64; the balanced tiles, M > 128): the two CTAs of a cluster take
 //     neighbouring N tiles of the same tokens and each loads half of the activation tile with a multicast TMA into
 //     both: the activation, 2/3 of a 128-channel CTA's inbound bytes at 64 tokens (over 80 % at 176) and re-read
-//     from L2 by every CTA, is read once per pair. Each
-//     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
-//     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
-//     while its peer may still arrive on its barriers.
+//     from L2 by every CTA, is read once per pair. Each stage is then freed only when the consumers of both CTAs
+//     released it (each consumer thread arrives on both CTAs' "empty" barriers), and a producer waits for its last
+//     stages' releases before exiting, so no CTA exits while its peer may still arrive on its barriers.
 //   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves), the
 //     CTAs after them share the K iterations of the remaining tiles (the last partial wave), `share` iterations each,
 //     in tile-major order over a per-tile iteration space of `tile_iters` (>= K; iterations past K are empty). Why:
@@ -89,8 +88,8 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
 // The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
 // units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + ceil((units - dp_tiles) * tile_iters / share))
 // CTAs. partials: one [TOK * CH] FP32 slot per (CTA that stores a partial, rank); flags: one zeroed counter per
-// (shared unit, rank) (ws_clear_flags clears them before the launch). A shared CTA c stores a partial unless its share
-// ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens every
+// (shared unit, rank) (ws_clear_flags clears them before the launch). A shared CTA c stores a partial unless its
+// share ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens every
 // slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
 struct WsSchedule {
     int m_tiles, n_units, dp_tiles, share, tile_iters, slot_period;
