@@ -360,6 +360,18 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Zeroes the shared tiles' counters before a ws launch that shares tiles (the workspace may be shared, so every
+// launch). It lets that launch start at once where it is a programmatic dependent (launch_wgmma_ws: before few
+// whole waves): the ws kernel's K loop then runs while this one clears, and only its counter accesses wait for it
+// (grid_dependency_wait), so the clearing costs no serialized launch latency as a memset before the kernel did.
+// Defined here, not in gemm_wgmma_ws.cuh: other translation units include that header.
+__global__ void ws_clear_flags(unsigned int* flags, int n) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) flags[i] = 0;
+}
+
 template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;

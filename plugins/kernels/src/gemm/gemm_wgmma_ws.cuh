@@ -88,9 +88,9 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
 // The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
 // units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + ceil((units - dp_tiles) * tile_iters / share))
 // CTAs. partials: one [TOK * CH] FP32 slot per (CTA that stores a partial, rank); flags: one zeroed counter per
-// (shared unit, rank) (ws_clear_flags clears them before the launch). A shared CTA c stores a partial unless its
-// share ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens every
-// slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
+// (shared unit, rank) (gemm.cu's ws_clear_flags clears them before the launch). A shared CTA c stores a partial
+// unless its share ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens
+// every slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
 struct WsSchedule {
     int m_tiles, n_units, dp_tiles, share, tile_iters, slot_period;
     float* partials;
@@ -202,8 +202,8 @@ __device__ __forceinline__ unsigned int flag_acquire_load(const unsigned int* fl
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
     return v;
 }
-// Programmatic dependent launch: waits until the grids this one depends on (ws_clear_flags) completed and their
-// writes are visible; returns at once in a grid launched without the attribute.
+// Programmatic dependent launch: waits until the grids this one depends on (gemm.cu's ws_clear_flags) completed and
+// their writes are visible; returns at once in a grid launched without the attribute.
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 // Barrier of the consumer warpgroups only (id 1; 0 is __syncthreads).
 __device__ __forceinline__ void consumers_sync() {
@@ -558,17 +558,6 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
 #else
     __trap();  // built without sm_90a: the host never selects this kernel on such a build (see gemm.cu)
 #endif
-}
-
-// Zeroes the shared tiles' counters before a ws launch that shares tiles. It lets that launch start at once where
-// the launch is a programmatic dependent (gemm.cu: before few whole waves): the ws kernel's K loop then runs while
-// this one clears, and only its counter accesses wait for it (grid_dependency_wait), so the clearing costs no
-// serialized launch latency as a memset before the kernel did.
-__global__ void ws_clear_flags(unsigned int* flags, int n) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) flags[i] = 0;
 }
 
 }  // namespace gemm
