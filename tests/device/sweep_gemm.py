@@ -4,12 +4,13 @@ docs/kernels_gemm.md.
 
 For each (K, N, bits, M) the candidates that support the problem, the dispatch's pick and cuBLAS FP16 (torch.matmul)
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
-taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS. --old-lib: a
-GEMM library built from another tree (e.g. main) whose dispatch is asked for its pick too, timed here through the
-candidate of the same id (the ids it has mean the same kernels here), so that an old and a new rule are compared in
-one run. Prints one line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old
-dispatch and the fastest candidate) and a summary per (bits, shape, M range) with the geometric mean and the
-minimum; writes every time to --json.
+taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS (with --prune,
+the candidates it keeps). --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by
+that library (its own kernels) in the same interleaved timing, is the "old" column. --prune R: of the candidates
+the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line
+per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old dispatch and the fastest
+candidate) and a summary per (bits, shape, M range) with the geometric mean and the minimum; writes every time to
+--json.
 
     export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
     python3 tests/device/sweep_gemm.py --json sweep.json [--old-lib /tmp/old/libtrt_woq_gemm.so]
@@ -28,13 +29,15 @@ import torch
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
+import gemm_cost  # noqa: E402
 from gemm_lib import OK, Gemm, id_list, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
 from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
 # The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
-# (20, 21), the balanced token tiles (25-39) and the 256 x 128 tile with two wgmma groups in flight (40-42).
-SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 43))
+# (20, 21), the balanced token tiles (25-39), the 256 x 128 tile with two wgmma groups in flight (40-42), the balanced
+# tiles in clusters of 2 (43-57).
+SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 58))
 BIG_MS = [2048, 4096]
 RANGES = ((129, 1023), (1024, None))
 WEIGHT_FORMATS = {4: 128, 8: -1, 6: -1}  # bits -> group size
@@ -44,16 +47,23 @@ def copies_for(nbytes: int, l2: int) -> int:
     return max(1, min(8, math.ceil(2.5 * l2 / nbytes)))
 
 
+MODEL_TILES = gemm_cost.RULE_TILES + gemm_cost.C2_TILES
+
+
 def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands, l2: int, replays: int,
-                log) -> list[dict]:
+                prune: float | None, log) -> list[dict]:
     rng = np.random.default_rng()
     group = WEIGHT_FORMATS[bits]
     weights = [make_problem(max(ms), n, k, bits, group, torch.float16, False, False, rng, random_words=True)
                for _ in range(copies_for(k * n * bits // 8, l2))]
     w16 = [torch.randn(k, n, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies_for(2 * k * n, l2))]
     rows = []
+    modelled = {f"gemm_{t.name}{v}" for t in MODEL_TILES for v in gemm_cost.VARIANTS.values()}
     for m in ms:
-        m_cands = cands if m not in BIG_MS else [14]
+        m_cands = cands if m not in BIG_MS or prune else [14]
+        if prune:
+            near = set(gemm_cost.ranked(gemm_cost.RULE, MODEL_TILES, m, n, k, bits, prune))
+            m_cands = [c for c in m_cands if g.name(c) in near or g.name(c) not in modelled]
         x = weights[0].x[:m].contiguous()
         out = torch.empty(m, n, device="cuda", dtype=torch.float16)
         probs = [with_m(w, m) for w in weights]
@@ -63,7 +73,7 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
         auto = g.dispatch(prm0)
         old_auto = old.dispatch(prm0) if old else -1
         names, methods, keep = ["cublas_fp16"], [[(lambda w=w: torch.matmul(x, w, out=out)) for w in w16]], []
-        for c in sorted(set(m_cands) | {auto, old_auto} - {-1}):
+        for c in sorted(set(m_cands) | {auto, -1 if old else old_auto} - {-1}):
             if g.supports(c, prm0) != OK:
                 continue
             ws_bytes = g.workspace(c, prm0)
@@ -75,13 +85,25 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
             keep.append((ws, prms))
             names.append(g.name(c))
             methods.append([(lambda q=q, c=c: g.run(c, q)) for q in prms])
+        if old and old_auto >= 0:  # the old library's own kernel
+            ws_bytes = old.workspace(old_auto, prm0)
+            ws = torch.empty(max(ws_bytes, 4) // 4, device="cuda", dtype=torch.float32)
+            prms = [p.params(out, ws if ws_bytes else None) for p in probs]
+            if old.run(old_auto, prms[0]) != OK:
+                raise RuntimeError(f"old {old.name(old_auto)} M={m} K={k} N={n}: {old.cuda_error()}")
+            keep.append((ws, prms))
+            names.append("old_lib")
+            methods.append([(lambda q=q: old.run(old_auto, q)) for q in prms])
         n_calls = max(4, max(len(mm) for mm in methods))
         times = time_interleaved(methods, min_calls=n_calls, replays=replays)
         res = {nm: (None if isinstance(t, Exception) else round(t, 2)) for nm, t in zip(names, times)}
         cublas = res.pop("cublas_fp16")
+        old_lib_us = res.pop("old_lib", None)
         best = min((c for c in res if res[c]), key=res.get)
         pick = {key: (g.name(c), res.get(g.name(c))) if c >= 0 else (None, None)
                 for key, c in (("auto", auto), ("old", old_auto))}
+        if old:
+            pick["old"] = (old.name(old_auto), old_lib_us) if old_auto >= 0 else (None, None)
         row = dict(k=k, n=n, bits=bits, m=m, cublas_us=cublas, auto=pick["auto"][0], auto_us=pick["auto"][1],
                    old=pick["old"][0], old_us=pick["old"][1], best=best, best_us=res[best], all=res)
         rows.append(row)
@@ -139,6 +161,7 @@ def main() -> int:
     ap.add_argument("--cands", help="candidate ids, e.g. 14,25-57 (default: the ws tiles for M > 128)")
     ap.add_argument("--old-lib", help="a GEMM library whose dispatch is the 'old' column")
     ap.add_argument("--replays", type=int, default=5)
+    ap.add_argument("--prune", type=float, help="time only the modelled candidates within this factor of the lowest")
     ap.add_argument("--json", default="sweep_gemm.json")
     args = ap.parse_args()
     g = Gemm()
@@ -156,7 +179,8 @@ def main() -> int:
                   candidates=[g.name(c) for c in range(g.count())], rows=rows)
     for bits in (int(b) for b in args.bits.split(",")):
         for k, n in shapes:
-            rows += sweep_shape(g, old, k, n, bits, ms, cands, l2, args.replays, lambda s: print(s, flush=True))
+            rows += sweep_shape(g, old, k, n, bits, ms, cands, l2, args.replays, args.prune,
+                                lambda s: print(s, flush=True))
             torch.cuda.empty_cache()
             result["seconds"] = round(time.time() - t0)
             with open(args.json, "w") as f:  # after every shape, so that a run cut short keeps what it measured

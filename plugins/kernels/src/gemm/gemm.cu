@@ -51,6 +51,11 @@ namespace {
 //     converts. A tactic only (TensorRT's timing picks it where it wins): in the H100 sweep it was 2-9 % faster than
 //     7 on 8192 x 57344 at M = 768 .. 1024 and 1-6 % slower on the other shapes (docs/kernels_gemm.md). The balanced
 //     tiles with DEPTH 2 measured no faster than with 1.
+//   17 .. 21 (SM90) the balanced token tiles in clusters of 2 along N with multicast activations: at M = 333 the
+//     consumers of a 176-token CTA waited for their next K tile in 14.5 % of the samples (ncu) while every CTA read
+//     a 22.5 KB activation tile from L2 per 4 KB of INT4 weights; a cluster reads it once per pair. Tactics only:
+//     up to 5 % faster at some points of the H100 sweep, slower on average, and no cost-model factor for them
+//     gained anything over the sweep (docs/kernels_gemm.md).
 enum class Kernel { kMma, kWgmma, kWgmmaWs };
 struct TileConfig {
     const char* name;
@@ -78,6 +83,11 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_192x128x64_s6", 192, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_224x128x64_s6", 224, 128, 6, Kernel::kWgmmaWs, 1},
     {"wgmma_ws_256x128x64_s5_d2", 256, 128, 5, Kernel::kWgmmaWs, 1, 2},
+    {"wgmma_ws_144x128x64_s6_c2", 144, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_160x128x64_s6_c2", 160, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_176x128x64_s6_c2", 176, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_192x128x64_s6_c2", 192, 128, 6, Kernel::kWgmmaWs, 2},
+    {"wgmma_ws_224x128x64_s6_c2", 224, 128, 6, Kernel::kWgmmaWs, 2},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
@@ -108,6 +118,7 @@ constexpr int kSms = 132;
 constexpr int kTargetCtas = 2 * kSms;
 constexpr int kMinKTilesPerSplit = 4;
 constexpr int kMaxTailSplitAlone = 4;  // heuristic: most slices of a tail split without whole tiles
+constexpr int kPdlMaxWaves = 4;        // ws launches that share tiles after fewer whole waves overlap the clearing
 // CTAs (cluster units) of warp-specialized tile `t` that run at once on kSms SMs: one wave.
 int64_t ws_wave(const TileConfig& t) { return kSms * ws_ctas_per_sm(t.bm) / t.cluster; }
 
@@ -258,12 +269,13 @@ size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory in clusters of `cluster` CTAs along x, raising the
+// Launches `kernel` with `smem` bytes of dynamic shared memory in clusters of `cluster` CTAs along x (`pdl`: as a
+// programmatic dependent of the stream's previous kernel, which must trigger it: ws_clear_flags), raising the
 // kernel's limit once per device first (`done_mask`: the caller's static, one per kernel instantiation, bit i =
 // device i done).
 template <typename... Params>
 trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
-                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster,
+                             std::atomic<uint64_t>& done_mask, cudaStream_t stream, int cluster, bool pdl,
                              const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -279,13 +291,20 @@ trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, 
     config.blockDim = dim3(threads);
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
+    cudaLaunchAttribute attr[2];
     config.attrs = attr;
-    config.numAttrs = cluster > 1 ? 1 : 0;
+    if (cluster > 1) {
+        attr[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attr[config.numAttrs].val.clusterDim.x = cluster;
+        attr[config.numAttrs].val.clusterDim.y = 1;
+        attr[config.numAttrs].val.clusterDim.z = 1;
+        ++config.numAttrs;
+    }
+    if (pdl) {
+        attr[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++config.numAttrs;
+    }
     e = cudaLaunchKernelEx(&config, kernel, params...);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e);
@@ -299,7 +318,7 @@ trt_woq_status launch_tile(const GemmArgs& args, int split, cudaStream_t stream)
     const int smem = STAGES * StageLayout<BM, BN, BITS>::kBytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, BM), ceil_div(args.n, BN), split), WARPS * 32, smem, done_mask,
-                         stream, 1, args);
+                         stream, 1, false, args);
 }
 
 template <int TOK, int STAGES, int BITS, typename T, int WGS = 2, int MIN_CTAS = 1>
@@ -308,7 +327,7 @@ trt_woq_status launch_wgmma(const GemmArgs& args, int split, cudaStream_t stream
     const int smem = STAGES * WgStage<TOK, BITS, WGS>::kBytes + 1024;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     return launch_kernel(kernel, dim3(ceil_div(args.m, TOK), ceil_div(args.n, 64 * WGS), split), 128 * WGS, smem,
-                         done_mask, stream, 1, args);
+                         done_mask, stream, 1, false, args);
 }
 
 // The driver's tensor-map encoder, reached through the runtime (the library does not link libcuda).
@@ -341,6 +360,18 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Zeroes the shared tiles' counters before a ws launch that shares tiles (the workspace may be shared, so every
+// launch). It lets that launch start at once where it is a programmatic dependent (launch_wgmma_ws: before few
+// whole waves): the ws kernel's K loop then runs while this one clears, and only its counter accesses wait for it
+// (grid_dependency_wait), so the clearing costs no serialized launch latency as a memset before the kernel did.
+// Defined here, not in gemm_wgmma_ws.cuh: other translation units include that header.
+__global__ void ws_clear_flags(unsigned int* flags, int n) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) flags[i] = 0;
+}
+
 template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
@@ -364,7 +395,9 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
         sched.slot_period = ws_slot_period(plan);
         sched.partials = static_cast<float*>(workspace);
         sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + ws_partials_bytes(plan));
-        const cudaError_t e = cudaMemsetAsync(sched.flags, 0, ws_flags_bytes(plan), stream);
+        const int flags = static_cast<int>(shared_tiles(plan));
+        ws_clear_flags<<<std::min(ceil_div(flags, 256), kSms), 256, 0, stream>>>(sched.flags, flags);
+        const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return cuda_fail(e);
     }
     auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH>;
@@ -372,8 +405,12 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    // The counters' clearing overlaps the kernel (programmatic dependent launch) only before few whole waves: there
+    // it saved 1.5-2.8 % (geometric means, H100 sweep); after 4 or more its latency is a small part of the run and
+    // the overlapped launch measured 2 % slower with the tail split (8192 x 57344, M = 2048: 5-10 %).
+    const bool pdl = plan.split > 1 && plan.dp_tiles < kPdlMaxWaves * ws_wave(kTiles[plan.tile]);
     return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), ws_threads(TOK), smem, done_mask, stream, CLUSTER,
-                         args, sched, tmap_x, tmap_w, tmap_w2, WsRowsIo{});
+                         pdl, args, sched, tmap_x, tmap_w, tmap_w2, WsRowsIo{});
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
@@ -383,10 +420,10 @@ trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, vo
                            : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH>(args, plan, workspace, stream);
 }
 
-// A 128-channel tile of tiles 11 .. 16: TOK tokens, DEPTH wgmma groups in flight.
-template <int TOK, int STAGES, int DEPTH, int BITS, typename T>
+// A 128-channel tile of tiles 11 .. 21: TOK tokens, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
+template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1>
 trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, 1, DEPTH>(args, plan, workspace, stream);
+    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH>(args, plan, workspace, stream);
 }
 
 template <int BITS, typename T>
@@ -410,6 +447,11 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 14: return launch_balanced<192, 6, 1, BITS, T>(args, plan, workspace, stream);
         case 15: return launch_balanced<224, 6, 1, BITS, T>(args, plan, workspace, stream);
         case 16: return launch_balanced<256, 5, 2, BITS, T>(args, plan, workspace, stream);
+        case 17: return launch_balanced<144, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 18: return launch_balanced<160, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 19: return launch_balanced<176, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 20: return launch_balanced<192, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
+        case 21: return launch_balanced<224, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -467,7 +509,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
     for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
-        if (kTiles[tile].depth != 1) continue;
+        if (kTiles[tile].depth != 1 || kTiles[tile].cluster != 1) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);

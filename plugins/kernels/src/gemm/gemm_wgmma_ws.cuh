@@ -18,12 +18,12 @@
 //     from the producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
 //   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
 //     rows are written with 16-byte stores along N.
-//   * CLUSTER = 2 (the 64-token tile, M <= 64): the two CTAs of a cluster take neighbouring N tiles of the same
-//     tokens and each loads half of the activation tile with a multicast TMA into both: the activation, 2/3 of a
-//     128-channel CTA's inbound bytes at 64 tokens and re-read from L2 by every CTA, is read once per pair. Each
-//     stage is then freed only when the consumers of both CTAs released it (each consumer thread arrives on both
-//     CTAs' "empty" barriers), and a producer waits for its last stages' releases before exiting, so no CTA exits
-//     while its peer may still arrive on its barriers.
+//   * CLUSTER = 2 (the 64-token tile, M <= 64; the balanced tiles, M > 128): the two CTAs of a cluster take
+//     neighbouring N tiles of the same tokens and each loads half of the activation tile with a multicast TMA into
+//     both: the activation, 2/3 of a 128-channel CTA's inbound bytes at 64 tokens (over 80 % at 176) and re-read
+//     from L2 by every CTA, is read once per pair. Each stage is then freed only when the consumers of both CTAs
+//     released it (each consumer thread arrives on both CTAs' "empty" barriers), and a producer waits for its last
+//     stages' releases before exiting, so no CTA exits while its peer may still arrive on its barriers.
 //   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves), the
 //     CTAs after them share the K iterations of the remaining tiles (the last partial wave), `share` iterations each,
 //     in tile-major order over a per-tile iteration space of `tile_iters` (>= K; iterations past K are empty). Why:
@@ -88,9 +88,9 @@ __host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_st
 // The launch's tile schedule (see above), in units of one cluster's tiles (CLUSTER neighbouring N tiles):
 // units = m_tiles * n_units; the grid has CLUSTER * (dp_tiles + ceil((units - dp_tiles) * tile_iters / share))
 // CTAs. partials: one [TOK * CH] FP32 slot per (CTA that stores a partial, rank); flags: one zeroed counter per
-// (shared unit, rank) (the host clears them before the launch). A shared CTA c stores a partial unless its share
-// ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens every
-// slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
+// (shared unit, rank) (gemm.cu's ws_clear_flags clears them before the launch). A shared CTA c stores a partial
+// unless its share ends on a tile boundary, i.e. unless (c + 1) * share is a multiple of tile_iters, which happens
+// every slot_period = tile_iters / gcd(share, tile_iters) CTAs: its slot is c - c / slot_period.
 struct WsSchedule {
     int m_tiles, n_units, dp_tiles, share, tile_iters, slot_period;
     float* partials;
@@ -202,6 +202,9 @@ __device__ __forceinline__ unsigned int flag_acquire_load(const unsigned int* fl
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
     return v;
 }
+// Programmatic dependent launch: waits until the grids this one depends on (gemm.cu's ws_clear_flags) completed and
+// their writes are visible; returns at once in a grid launched without the attribute.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 // Barrier of the consumer warpgroups only (id 1; 0 is __syncthreads).
 __device__ __forceinline__ void consumers_sync() {
     asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumers * 128) : "memory");
@@ -506,14 +509,19 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                 for (int j = 0; j < TOK / 2; ++j) __stcg(dst + (mt * TOK / 2 + j) * (kWsConsumers * 128), acc[mt][j]);
             __threadfence();
             consumers_sync();
-            if (ctid == 0) flag_release_add(sched.flags + shared_unit * CLUSTER + rank);
+            if (ctid == 0) {
+                grid_dependency_wait();  // the counters are cleared
+                flag_release_add(sched.flags + shared_unit * CLUSTER + rank);
+            }
             continue;
         }
         if (p.parts > 0) {
             // The tile's tail: wait for its partials, add them in CTA order.
-            if (ctid == 0)
+            if (ctid == 0) {
+                grid_dependency_wait();
                 while (flag_acquire_load(sched.flags + shared_unit * CLUSTER + rank) < unsigned(p.parts))
                     __nanosleep(128);
+            }
             consumers_sync();
             for (int z = 0; z < p.parts; ++z) {
                 const float* src = sched.partials + (size_t)((p.first + z) * CLUSTER + rank) * kPart + ctid;
