@@ -51,7 +51,8 @@ if [[ -n ${W8A8_LIB:-} ]]; then
 else
   cmake -S . -B "$BDIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
     ${CMAKE_CUDA_FLAGS:+"-DCMAKE_CUDA_FLAGS=$CMAKE_CUDA_FLAGS"} > "$OUT/build.log" 2>&1 &&
-    cmake --build "$BDIR" --target trt_woq_kernels -j16 >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+    cmake --build "$BDIR" --target trt_woq_kernels -j16 >> "$OUT/build.log" 2>&1 \
+      || { tail -40 "$OUT/build.log"; exit 1; }
   lib=$BDIR/plugins/kernels/libtrt_woq_kernels.so
   echo "built in $((SECONDS - t0)) s"
 fi

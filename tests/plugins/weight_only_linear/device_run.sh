@@ -115,7 +115,8 @@ import rtx_build_check as r; r.write_minimal_model(Path('$bdir/woq_bad_group96.o
       --trt-opt-shapes "hidden_states:[1,16,256]" --trt-max-shapes "hidden_states:[4,64,256]" -o "$bdir/pg.engine" \
       > "$bdir/pg.log" 2>&1
     convert=$?
-    said=$(grep -h -m3 "registered\|Plugin not found\|Saving engine\|Error\|PASSED\|FAILED" "$bdir/pg.log" | tr '\n' ' ')
+    said=$(grep -h -m3 "registered\|Plugin not found\|Saving engine\|Error\|PASSED\|FAILED" "$bdir/pg.log" \
+      | tr '\n' ' ')
     echo "polygraphy convert --plugins $(basename $lib): exit $convert; $said"
     rm -f "$bdir/pg.engine"
   done
