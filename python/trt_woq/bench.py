@@ -657,22 +657,31 @@ def load_run(path: str) -> dict:
     return saved
 
 
+def _result_file(path: str):
+    """The command-line tools' output checks (graph_passes.files.Outputs) for a result file a run may overwrite."""
+    from graph_passes.files import Outputs  # lazily: the benchmark's own imports stay torch and the kernels
+
+    out = Outputs([], force=True)
+    out.add(path, "result file", "give a file name")
+    return out
+
+
 def output_problem(path: str) -> str | None:
     """Why ``path`` cannot take a result file (checked before a run that takes minutes), or None."""
-    if os.path.isdir(path):
-        return f"{path}: is a folder; give a file name"
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        return f"{path}: output folder {folder} does not exist"
+    from graph_passes.errors import UserError
+
+    try:
+        _result_file(path)
+    except UserError as exc:
+        return str(exc)
     return None
 
 
 def write_whole(path: str, text: str) -> None:
     """Writes ``path`` completely or not at all (a run stopped during a checkpoint keeps the previous file)."""
-    partial = f"{path}.partial"
-    with open(partial, "w") as f:
-        f.write(text)
-    os.replace(partial, path)
+    with _result_file(path) as out:
+        out.write_text(path, text)
+        out.commit()
 
 
 def cli_error(prog: str, message: str) -> int:
