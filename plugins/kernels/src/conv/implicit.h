@@ -28,13 +28,16 @@ namespace conv_implicit_cl {
 TRT_WOQ_CONV_CANDIDATE_ENTRIES
 }  // namespace conv_implicit_cl
 namespace conv_wgmma {
-TRT_WOQ_CONV_CANDIDATE_ENTRIES
-/* Tactics (score -1: by id only, e.g. for TensorRT's timing): the plan restricted to token tile TILE (wgmma.cuh's
- * kTiles: 64, 128, 256 pixels); supports() as above. */
-template <int TILE>
-size_t workspace_tile(const trt_woq_linear_params* p, int32_t sm);
-template <int TILE>
-trt_woq_status launch_tile(const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
+int32_t score(const trt_woq_linear_params* p, int32_t sm);
+/* The candidate (conv_wgmma: <-1, false, false>) and its tactics (score_tactic -1: by id only, e.g. for TensorRT's
+ * timing): TILE the token tile (wgmma.cuh's kTiles: 0, 1, 2 for 64, 128, 256 pixels; -1 the dispatch's), FILL the
+ * tail shared by a whole wave rather than the cost model's split, SCALAR the one-output-per-iteration NCHW store.
+ * supports() as above. */
+template <int TILE, bool FILL, bool SCALAR>
+size_t workspace_as(const trt_woq_linear_params* p, int32_t sm);
+template <int TILE, bool FILL, bool SCALAR>
+trt_woq_status launch_as(const trt_woq_linear_params* p, cudaStream_t stream);
 int32_t score_tactic(const trt_woq_linear_params* p, int32_t sm);
 }  // namespace conv_wgmma
 }  // namespace trt_woq

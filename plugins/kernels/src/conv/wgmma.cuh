@@ -16,6 +16,7 @@
 
 #include "candidates.h"
 #include "gemm/gemm_wgmma_ws.cuh"
+#include "pdl.cuh"
 
 namespace trt_woq {
 namespace conv_wgmma {
@@ -24,11 +25,17 @@ namespace conv_wgmma {
 struct ConvIo {
     int in_channels, kernel_w, out_w, out_pixels;  // out_pixels = out_h * out_w
     int stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
+    /* The NCHW store: 8, 4, 2 or 1, the pixels of one channel per store instruction (store_vectors; the largest
+     * that divides out_pixels and the output's alignment), or 0: one output per iteration (store_scalar, the
+     * tactic conv_wgmma_scalar). */
+    int vector;
 
-    /* K element k0 of pixel row0 -> the im2col coordinates of its tap and first pixel. */
+    /* K element k0 of pixel row0 -> the im2col coordinates of its tap and first pixel. The first load waits for
+     * the kernel ahead (the input's transpose, the counters' clearing) under a programmatic launch. */
     __device__ __forceinline__ void load(uint32_t dst, const CUtensorMap* map, int k0, int row0, uint32_t bar,
                                          uint16_t mask) const {
 #ifdef TRT_WOQ_WGMMA
+        pdl_wait();
         const int tap = k0 / in_channels, c0 = k0 - tap * in_channels;
         const int i = tap / kernel_w, j = tap - i * kernel_w;
         const int b = row0 / out_pixels, pix = row0 - b * out_pixels;
@@ -51,12 +58,79 @@ struct ConvIo {
 #endif
     }
 
-    /* The staged tile epi[TOK][PITCH] (pixels m0 .., channels n0 ..) + bias, epilogue -> out[b][n][pixel]. Thread t
-     * keeps pixel t % TOK and takes every (256 / TOK)-th channel, so a warp stores 32 consecutive pixels of one
-     * channel (contiguous in NCHW) and reads 32 rows of one staged column. */
+    /* The staged tile epi[TOK][PITCH] (pixels m0 .., channels n0 ..) + bias, epilogue -> out[b][n][pixel]. */
     template <int TOK, int CH, int PITCH, typename OutT>
     __device__ __forceinline__ void store(const float* epi, int ctid, int m0, int n0, const gemm::GemmArgs& args,
                                           OutT* out) const {
+        visit_epilogue(args.ep, [&](auto kind) {
+            constexpr int KIND = decltype(kind)::value;
+            switch (vector) {
+                case 8: store_vectors<TOK, CH, PITCH, 8, KIND>(epi, ctid, m0, n0, args, out); break;
+                case 4: store_vectors<TOK, CH, PITCH, 4, KIND>(epi, ctid, m0, n0, args, out); break;
+                case 2: store_vectors<TOK, CH, PITCH, 2, KIND>(epi, ctid, m0, n0, args, out); break;
+                case 1: store_vectors<TOK, CH, PITCH, 1, KIND>(epi, ctid, m0, n0, args, out); break;
+                default: store_scalar<TOK, CH, PITCH, KIND>(epi, ctid, m0, n0, args, out);
+            }
+        });
+    }
+
+    /* Thread t keeps channel t % CH and takes the groups of 8 consecutive pixels t / CH, t / CH + 256 / CH, ..: a
+     * warp reads 32 consecutive channels of one staged row (no bank conflict), applies the bias and the activation
+     * to 8 outputs per group in registers (two groups in flight), and writes each channel's 8 pixels, contiguous in
+     * NCHW, with 8 / V stores of V pixels (out_pixels % V == 0, so a store never crosses an image). */
+    template <int TOK, int CH, int PITCH, int V, int KIND, typename OutT>
+    __device__ __forceinline__ void store_vectors(const float* epi, int ctid, int m0, int n0,
+                                                  const gemm::GemmArgs& args, OutT* out) const {
+        constexpr int kThreads = gemm::kWsConsumers * 128, kStep = kThreads / CH;
+        static_assert(kThreads % CH == 0 && TOK % (8 * kStep) == 0, "each thread keeps one channel");
+        const int c = ctid % CH, n = n0 + c;
+        if (n >= args.n) return;
+        const OutT* bias = static_cast<const OutT*>(args.bias);
+        const float bn = bias != nullptr ? float(bias[n]) : 0.f;
+        const size_t image = size_t(args.n) * out_pixels;
+        OutT* column = out + size_t(n) * out_pixels;
+        using T2 = typename gemm::Ops<OutT>::T2;
+#pragma unroll 2
+        for (int grp = ctid / CH; grp < TOK / 8; grp += kStep) {
+            const int m = m0 + 8 * grp;
+            if (m >= args.m) continue;
+            float x[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                x[q] = apply_epilogue_kind<KIND>(epi[(8 * grp + q) * PITCH + c] + bn, args.ep);
+            uint32_t words[4];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                T2 t;
+                t.x = OutT(x[2 * p]);
+                t.y = OutT(x[2 * p + 1]);
+                words[p] = *reinterpret_cast<uint32_t*>(&t);
+            }
+            int b = m / out_pixels, pix = m - b * out_pixels;
+#pragma unroll
+            for (int j = 0; j < 8; j += V) {
+                if (m + j >= args.m) break;  // M % V == 0
+                OutT* dst = column + b * image + pix;
+                if constexpr (V == 8) {
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+                } else if constexpr (V == 4) {
+                    *reinterpret_cast<uint2*>(dst) = make_uint2(words[j / 2], words[j / 2 + 1]);
+                } else if constexpr (V == 2) {
+                    *reinterpret_cast<uint32_t*>(dst) = words[j / 2];
+                } else {
+                    *dst = OutT(x[j]);
+                }
+                pix += V;
+                if (pix == out_pixels) pix = 0, ++b;
+            }
+        }
+    }
+
+    /* Thread t keeps pixel t % TOK and takes every (256 / TOK)-th channel, one output per iteration: a warp stores
+     * 32 consecutive pixels of one channel and reads 32 rows of one staged column. */
+    template <int TOK, int CH, int PITCH, int KIND, typename OutT>
+    __device__ __forceinline__ void store_scalar(const float* epi, int ctid, int m0, int n0,
+                                                 const gemm::GemmArgs& args, OutT* out) const {
         constexpr int kThreads = gemm::kWsConsumers * 128;
         static_assert(kThreads % TOK == 0, "a thread keeps one pixel");
         const int r = ctid % TOK, m = m0 + r;
@@ -64,13 +138,11 @@ struct ConvIo {
         const int b = m / out_pixels, pix = m - b * out_pixels;
         OutT* dst = out + size_t(b) * args.n * out_pixels + pix;
         const OutT* bias = static_cast<const OutT*>(args.bias);
-        visit_epilogue(args.ep, [&](auto kind) {
-            for (int c = ctid / TOK; c < CH && n0 + c < args.n; c += kThreads / TOK) {
-                float v = epi[r * PITCH + c];
-                if (bias != nullptr) v += float(bias[n0 + c]);
-                dst[size_t(n0 + c) * out_pixels] = OutT(apply_epilogue_kind<decltype(kind)::value>(v, args.ep));
-            }
-        });
+        for (int c = ctid / TOK; c < CH && n0 + c < args.n; c += kThreads / TOK) {
+            float v = epi[r * PITCH + c];
+            if (bias != nullptr) v += float(bias[n0 + c]);
+            dst[size_t(n0 + c) * out_pixels] = OutT(apply_epilogue_kind<KIND>(v, args.ep));
+        }
     }
 };
 
@@ -86,6 +158,7 @@ constexpr int kChannels = 128;  // output channels per CTA
 /* One launch of the kernel: tile index into kTiles, CTAs, its arguments. */
 struct Launch {
     int tile;
+    bool programmatic;  // a programmatic dependent of the transpose / clear_kernel launched before it
     int ctas;
     gemm::GemmArgs args;
     gemm::WsSchedule sched;
@@ -102,8 +175,8 @@ trt_woq_status launch_shape(const Launch& l, cudaStream_t stream) {
     static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (opt_in != cudaSuccess) return record_cuda_error(opt_in);
     // tmap_w again for the kernel's FP6 map (unused by INT weights).
-    return launch_in_clusters(kernel, dim3(l.ctas), dim3(gemm::ws_threads(TOK)), smem, CLUSTER, stream, l.args,
-                              l.sched, l.tmap_x, l.tmap_w, l.tmap_w, l.io);
+    return launch_ex(kernel, dim3(l.ctas), dim3(gemm::ws_threads(TOK)), smem, CLUSTER, l.programmatic, stream, l.args,
+                     l.sched, l.tmap_x, l.tmap_w, l.tmap_w, l.io);
 }
 
 template <int BITS, typename T>
