@@ -39,11 +39,12 @@ VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "wg64": ("conv_wgmma_t64", K.ConvKOrder.IJC, False),
             "wg128": ("conv_wgmma_t128", K.ConvKOrder.IJC, False),
             "wg256": ("conv_wgmma_t256", K.ConvKOrder.IJC, False),
+            "wgmma_quads": ("conv_wgmma_quads", K.ConvKOrder.IJC, False),
             "wgmma_scalar": ("conv_wgmma_scalar", K.ConvKOrder.IJC, False),
             "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False),
             "wg64fill": ("conv_wgmma_t64_fill", K.ConvKOrder.IJC, False)}
 # Columns also timed INT4 + fused SiLU by id (the fused activation's cost on each store; the dispatch's pick always).
-SILU_VARIANTS = ("wgmma", "wgmma_scalar")
+SILU_VARIANTS = ("wgmma", "wgmma_quads", "wgmma_scalar")
 
 
 def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),

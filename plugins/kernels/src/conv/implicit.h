@@ -30,13 +30,13 @@ TRT_WOQ_CONV_CANDIDATE_ENTRIES
 namespace conv_wgmma {
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
 int32_t score(const trt_woq_linear_params* p, int32_t sm);
-/* The candidate (conv_wgmma: <-1, false, false>) and its tactics (score_tactic -1: by id only, e.g. for TensorRT's
+/* The candidate (conv_wgmma: <-1, false, -1>) and its tactics (score_tactic -1: by id only, e.g. for TensorRT's
  * timing): TILE the token tile (wgmma.cuh's kTiles: 0, 1, 2 for 64, 128, 256 pixels; -1 the dispatch's), FILL the
- * tail shared by a whole wave rather than the cost model's split, SCALAR the one-output-per-iteration NCHW store.
- * supports() as above. */
-template <int TILE, bool FILL, bool SCALAR>
+ * tail shared by a whole wave rather than the cost model's split, STORE the NCHW store (wgmma.cuh's ConvIo
+ * store_mode; -1 the dispatch's). supports() as above. */
+template <int TILE, bool FILL, int STORE>
 size_t workspace_as(const trt_woq_linear_params* p, int32_t sm);
-template <int TILE, bool FILL, bool SCALAR>
+template <int TILE, bool FILL, int STORE>
 trt_woq_status launch_as(const trt_woq_linear_params* p, cudaStream_t stream);
 int32_t score_tactic(const trt_woq_linear_params* p, int32_t sm);
 }  // namespace conv_wgmma

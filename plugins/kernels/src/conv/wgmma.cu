@@ -86,10 +86,11 @@ int auto_tile(const trt_woq_linear_params& p) {
 }
 
 /* What a launch runs: the token tile (-1: auto_tile); the tail shared by a whole wave (`fill`) rather than the
- * cost model's choice; the store (ConvIo::vector 0). */
+ * cost model's choice; the store (ConvIo::store_mode; -1: store_mode()'s choice). */
 struct Options {
     int tile;
-    bool fill, scalar;
+    bool fill;
+    int store;
 };
 
 /* Tile `t` (-1: auto_tile) whole or split, whichever the cost model rates lower; with `fill`, split over a wave
@@ -170,11 +171,10 @@ bool encode_weights(CUtensorMap* map, const trt_woq_linear_params& p, int inter)
 
 bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
 
-/* ConvIo::vector: the most pixels (8, 4, 2, 1) one store may take, dividing the image and the output's alignment. */
-int store_vector(const trt_woq_conv_geometry& g, const void* out) {
-    int v = 8;
-    while (v > 1 && ((g.out_h * g.out_w) % v != 0 || !aligned(out, 2 * v))) v /= 2;
-    return v;
+/* ConvIo::store_mode for the options' store: the pairs where the image and the output allow, else the quads. */
+int store_mode(const trt_woq_conv_geometry& g, const void* out, int asked) {
+    if (asked >= 0) return asked;
+    return (g.out_h * g.out_w) % 16 == 0 && aligned(out, 32) ? kStorePairs : kStoreQuads;
 }
 
 /* The stream-K counters alone (conv_wgmma on a channels-last input), letting the conv kernel start at once. */
@@ -217,7 +217,7 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, Options o, cudaStrea
         return record_cuda_error(cudaErrorInvalidValue);
     l.io = {g.in_channels, g.kernel_w,   g.out_w,      g.out_h * g.out_w, g.stride_h,
             g.stride_w,    g.pad_top,    g.pad_left,   g.dilation_h,      g.dilation_w,
-            o.scalar ? 0 : store_vector(g, p->output)};
+            store_mode(g, p->output, o.store)};
     gemm::GemmArgs& a = l.args;
     a.a = x;
     a.b = static_cast<const int32_t*>(p->packed_weight);
@@ -280,24 +280,25 @@ int32_t score(const trt_woq_linear_params* p, int32_t) {
     return p->m >= 128 && double(p->m) * double(p->n) * double(p->k) >= double(1 << 28) ? 5 : 0;
 }
 
-template <int TILE, bool FILL, bool SCALAR>
+template <int TILE, bool FILL, int STORE>
 size_t workspace_as(const trt_woq_linear_params* p, int32_t) {
     return layout_of(*p, best_plan(*p, TILE, FILL)).total;
 }
-template <int TILE, bool FILL, bool SCALAR>
+template <int TILE, bool FILL, int STORE>
 trt_woq_status launch_as(const trt_woq_linear_params* p, cudaStream_t stream) {
-    return launch_plan(p, Options{TILE, FILL, SCALAR}, stream);
+    return launch_plan(p, Options{TILE, FILL, STORE}, stream);
 }
-#define TRT_WOQ_CONV_WGMMA_AS(TILE, FILL, SCALAR)                                                   \
-    template size_t workspace_as<TILE, FILL, SCALAR>(const trt_woq_linear_params*, int32_t);      \
-    template trt_woq_status launch_as<TILE, FILL, SCALAR>(const trt_woq_linear_params*, cudaStream_t);
-TRT_WOQ_CONV_WGMMA_AS(-1, false, false)
-TRT_WOQ_CONV_WGMMA_AS(0, false, false)
-TRT_WOQ_CONV_WGMMA_AS(1, false, false)
-TRT_WOQ_CONV_WGMMA_AS(2, false, false)
-TRT_WOQ_CONV_WGMMA_AS(-1, false, true)
-TRT_WOQ_CONV_WGMMA_AS(-1, true, false)
-TRT_WOQ_CONV_WGMMA_AS(0, true, false)
+#define TRT_WOQ_CONV_WGMMA_AS(TILE, FILL, STORE)                                              \
+    template size_t workspace_as<TILE, FILL, STORE>(const trt_woq_linear_params*, int32_t); \
+    template trt_woq_status launch_as<TILE, FILL, STORE>(const trt_woq_linear_params*, cudaStream_t);
+TRT_WOQ_CONV_WGMMA_AS(-1, false, -1)
+TRT_WOQ_CONV_WGMMA_AS(0, false, -1)
+TRT_WOQ_CONV_WGMMA_AS(1, false, -1)
+TRT_WOQ_CONV_WGMMA_AS(2, false, -1)
+TRT_WOQ_CONV_WGMMA_AS(-1, false, kStoreQuads)
+TRT_WOQ_CONV_WGMMA_AS(-1, false, kStoreScalar)
+TRT_WOQ_CONV_WGMMA_AS(-1, true, -1)
+TRT_WOQ_CONV_WGMMA_AS(0, true, -1)
 #undef TRT_WOQ_CONV_WGMMA_AS
 
 int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }

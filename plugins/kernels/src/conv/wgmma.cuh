@@ -21,14 +21,15 @@
 namespace trt_woq {
 namespace conv_wgmma {
 
+/* ConvIo::store_mode. */
+constexpr int kStorePairs = 0, kStoreQuads = 1, kStoreScalar = 2;
+
 /* The kernel's Io policy (gemm::WsRowsIo's interface). */
 struct ConvIo {
     int in_channels, kernel_w, out_w, out_pixels;  // out_pixels = out_h * out_w
     int stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
-    /* The NCHW store: 8, 4, 2 or 1, the pixels of one channel per store instruction (store_vectors; the largest
-     * that divides out_pixels and the output's alignment), or 0: one output per iteration (store_scalar, the
-     * tactic conv_wgmma_scalar). */
-    int vector;
+    /* The NCHW store (store()): kStorePairs, kStoreQuads or kStoreScalar. */
+    int store_mode;
 
     /* K element k0 of pixel row0 -> the im2col coordinates of its tap and first pixel. The first load waits for
      * the kernel ahead (the input's transpose, the counters' clearing) under a programmatic launch. */
@@ -58,76 +59,90 @@ struct ConvIo {
 #endif
     }
 
-    /* The staged tile epi[TOK][PITCH] (pixels m0 .., channels n0 ..) + bias, epilogue -> out[b][n][pixel]. */
+    /* The staged tile epi[TOK][PITCH] (pixels m0 .., channels n0 ..) + bias, epilogue -> out[b][n][pixel]. Every
+     * mode keeps 8 or more outputs in flight per thread: the activation's latency (two MUFU operations for SiLU)
+     * overlaps, where one output per iteration left it exposed (8 warps per SM, after the main loop). */
     template <int TOK, int CH, int PITCH, typename OutT>
     __device__ __forceinline__ void store(const float* epi, int ctid, int m0, int n0, const gemm::GemmArgs& args,
                                           OutT* out) const {
         visit_epilogue(args.ep, [&](auto kind) {
             constexpr int KIND = decltype(kind)::value;
-            switch (vector) {
-                case 8: store_vectors<TOK, CH, PITCH, 8, KIND>(epi, ctid, m0, n0, args, out); break;
-                case 4: store_vectors<TOK, CH, PITCH, 4, KIND>(epi, ctid, m0, n0, args, out); break;
-                case 2: store_vectors<TOK, CH, PITCH, 2, KIND>(epi, ctid, m0, n0, args, out); break;
-                case 1: store_vectors<TOK, CH, PITCH, 1, KIND>(epi, ctid, m0, n0, args, out); break;
-                default: store_scalar<TOK, CH, PITCH, KIND>(epi, ctid, m0, n0, args, out);
-            }
+            if (store_mode == kStorePairs)
+                store_pairs<TOK, CH, PITCH, KIND>(epi, ctid, m0, n0, args, out);
+            else if (store_mode == kStoreQuads)
+                store_quads<TOK, CH, PITCH, KIND>(epi, ctid, m0, n0, args, out);
+            else
+                store_scalar<TOK, CH, PITCH, KIND>(epi, ctid, m0, n0, args, out);
         });
     }
 
-    /* Thread t keeps channel t % CH and takes the groups of 8 consecutive pixels t / CH, t / CH + 256 / CH, ..: a
-     * warp reads 32 consecutive channels of one staged row (no bank conflict), applies the bias and the activation
-     * to 8 outputs per group in registers (two groups in flight), and writes each channel's 8 pixels, contiguous in
-     * NCHW, with 8 / V stores of V pixels (out_pixels % V == 0, so a store never crosses an image). */
-    template <int TOK, int CH, int PITCH, int V, int KIND, typename OutT>
-    __device__ __forceinline__ void store_vectors(const float* epi, int ctid, int m0, int n0,
-                                                  const gemm::GemmArgs& args, OutT* out) const {
-        constexpr int kThreads = gemm::kWsConsumers * 128, kStep = kThreads / CH;
-        static_assert(kThreads % CH == 0 && TOK % (8 * kStep) == 0, "each thread keeps one channel");
-        const int c = ctid % CH, n = n0 + c;
+    /* out_pixels % 16 == 0 and a 32-byte aligned output: the lanes 2i, 2i + 1 take channel t / 2 and the two halves
+     * of each run of 16 consecutive pixels (16 + 16 bytes: one whole 32-byte sector per lane pair and store
+     * instruction; a lone 16-byte half measured 40 % slower on 8 x 256 56x56, an L2 sector filled from DRAM per
+     * half). The odd lane reads its 8 staged rows in the order q ^ 4, so the two lanes of a pair hit banks 16
+     * apart (no conflict). Two runs in flight: 16 outputs per thread. */
+    template <int TOK, int CH, int PITCH, int KIND, typename OutT>
+    __device__ __forceinline__ void store_pairs(const float* epi, int ctid, int m0, int n0, const gemm::GemmArgs& args,
+                                                OutT* out) const {
+        static_assert(gemm::kWsConsumers * 128 == 2 * CH && TOK % 16 == 0, "a lane pair per channel");
+        const int h = ctid & 1, c = ctid >> 1, n = n0 + c, rot = 4 * h;
         if (n >= args.n) return;
         const OutT* bias = static_cast<const OutT*>(args.bias);
         const float bn = bias != nullptr ? float(bias[n]) : 0.f;
-        const size_t image = size_t(args.n) * out_pixels;
         OutT* column = out + size_t(n) * out_pixels;
         using T2 = typename gemm::Ops<OutT>::T2;
 #pragma unroll 2
-        for (int grp = ctid / CH; grp < TOK / 8; grp += kStep) {
-            const int m = m0 + 8 * grp;
-            if (m >= args.m) continue;
-            float x[8];
+        for (int run = 0; run < TOK / 16; ++run) {
+            const int r0 = 16 * run + 8 * h, m = m0 + r0;
+            if (m >= args.m) continue;  // M % 16 == 0: all 8 pixels or none
+            float y[8];
 #pragma unroll
             for (int q = 0; q < 8; ++q)
-                x[q] = apply_epilogue_kind<KIND>(epi[(8 * grp + q) * PITCH + c] + bn, args.ep);
+                y[q] = apply_epilogue_kind<KIND>(epi[(r0 + (q ^ rot)) * PITCH + c] + bn, args.ep);
             uint32_t words[4];
 #pragma unroll
-            for (int p = 0; p < 4; ++p) {
+            for (int e = 0; e < 4; ++e) {
                 T2 t;
-                t.x = OutT(x[2 * p]);
-                t.y = OutT(x[2 * p + 1]);
-                words[p] = *reinterpret_cast<uint32_t*>(&t);
+                t.x = OutT(h ? y[(2 * e) ^ 4] : y[2 * e]);
+                t.y = OutT(h ? y[(2 * e + 1) ^ 4] : y[2 * e + 1]);
+                words[e] = *reinterpret_cast<uint32_t*>(&t);
             }
-            int b = m / out_pixels, pix = m - b * out_pixels;
+            const int b = m / out_pixels, pix = m - b * out_pixels;
+            *reinterpret_cast<uint4*>(column + size_t(b) * args.n * out_pixels + pix) =
+                make_uint4(words[0], words[1], words[2], words[3]);
+        }
+    }
+
+    /* Any image: thread t keeps pixel t % TOK and takes 4 consecutive channels per step (one 16-byte read of its
+     * staged row: a quarter warp reads 8 rows 528 bytes apart, no conflict), two steps in flight; a warp stores 32
+     * consecutive pixels of one channel (64 bytes, whole sectors) per instruction. */
+    template <int TOK, int CH, int PITCH, int KIND, typename OutT>
+    __device__ __forceinline__ void store_quads(const float* epi, int ctid, int m0, int n0, const gemm::GemmArgs& args,
+                                                OutT* out) const {
+        constexpr int kThreads = gemm::kWsConsumers * 128;
+        static_assert(kThreads % TOK == 0 && PITCH % 4 == 0, "a thread keeps one pixel");
+        const int r = ctid % TOK, m = m0 + r;
+        if (m >= args.m) return;
+        const int b = m / out_pixels, pix = m - b * out_pixels;
+        OutT* dst = out + size_t(b) * args.n * out_pixels + pix;
+        const OutT* bias = static_cast<const OutT*>(args.bias);
+#pragma unroll 2
+        for (int c = 4 * (ctid / TOK); c < CH; c += 4 * (kThreads / TOK)) {
+            if (n0 + c >= args.n) break;
+            const float4 f = *reinterpret_cast<const float4*>(epi + r * PITCH + c);
+            const float v[4] = {f.x, f.y, f.z, f.w};
 #pragma unroll
-            for (int j = 0; j < 8; j += V) {
-                if (m + j >= args.m) break;  // M % V == 0
-                OutT* dst = column + b * image + pix;
-                if constexpr (V == 8) {
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
-                } else if constexpr (V == 4) {
-                    *reinterpret_cast<uint2*>(dst) = make_uint2(words[j / 2], words[j / 2 + 1]);
-                } else if constexpr (V == 2) {
-                    *reinterpret_cast<uint32_t*>(dst) = words[j / 2];
-                } else {
-                    *dst = OutT(x[j]);
-                }
-                pix += V;
-                if (pix == out_pixels) pix = 0, ++b;
+            for (int e = 0; e < 4; ++e) {
+                const int n = n0 + c + e;
+                if (n < args.n)
+                    dst[size_t(n) * out_pixels] =
+                        OutT(apply_epilogue_kind<KIND>(v[e] + (bias != nullptr ? float(bias[n]) : 0.f), args.ep));
             }
         }
     }
 
-    /* Thread t keeps pixel t % TOK and takes every (256 / TOK)-th channel, one output per iteration: a warp stores
-     * 32 consecutive pixels of one channel and reads 32 rows of one staged column. */
+    /* Tactic conv_wgmma_scalar: thread t keeps pixel t % TOK and takes every (256 / TOK)-th channel, one output per
+     * iteration (a warp reads 32 rows of one staged column: 4-way bank conflicts). */
     template <int TOK, int CH, int PITCH, int KIND, typename OutT>
     __device__ __forceinline__ void store_scalar(const float* epi, int ctid, int m0, int n0,
                                                  const gemm::GemmArgs& args, OutT* out) const {
