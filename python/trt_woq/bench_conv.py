@@ -41,8 +41,8 @@ VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "wg256": ("conv_wgmma_t256", K.ConvKOrder.IJC, False),
             "wgmma_quads": ("conv_wgmma_quads", K.ConvKOrder.IJC, False),
             "wgmma_scalar": ("conv_wgmma_scalar", K.ConvKOrder.IJC, False),
-            "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False),
-            "wg64fill": ("conv_wgmma_t64_fill", K.ConvKOrder.IJC, False)}
+            "wgmodel": ("conv_wgmma_model", K.ConvKOrder.IJC, False),
+            "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False)}
 # Columns also timed INT4 + fused SiLU by id (the fused activation's cost on each store; the dispatch's pick always).
 SILU_VARIANTS = ("wgmma", "wgmma_quads", "wgmma_scalar")
 
@@ -148,7 +148,8 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
     header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | "
               + " ".join(f"{f'{fmt} {v}':>12}" for fmt in ("int8", "int4") for v in cols)
               + f" | {'int4+silu':>9} {'int4,silu':>9} "
-              + "".join(f"{f'{v}+silu':>17} " for v in silu_cols) + f"| {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
+              + "".join(f"{f'{v}+silu':>17} " for v in silu_cols)
+              + f"| {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
               + " | dispatch")
     log(header)
     for batch, cin, cout, ks, hw in (CONVS if conv_rows is None else [CONVS[i] for i in conv_rows]):

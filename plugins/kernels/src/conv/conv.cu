@@ -115,29 +115,26 @@ int32_t score(const trt_woq_linear_params*, int32_t) { return 1; }
 }  // namespace
 }  // namespace conv
 
+// conv_wgmma and its tactics: (name, score, tile, plan, store), see implicit.h.
+#define TRT_WOQ_CONV_WGMMA(NAME, SCORE, TILE, PLAN, STORE)                                                  \
+    {NAME, kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<TILE, PLAN, STORE>,          \
+     conv_wgmma::launch_as<TILE, PLAN, STORE>, conv_wgmma::SCORE}
 const Candidate kConvCandidates[] = {
     {"conv_im2col", kIntWeightOnlyConv, conv::supports, conv::workspace, conv::launch, conv::score},
     {"conv_implicit", kIntWeightOnlyConv, conv_implicit::supports, conv_implicit::workspace, conv_implicit::launch,
      conv_implicit::score},
     {"conv_implicit_cl", kIntWeightOnlyConv, conv_implicit_cl::supports, conv_implicit_cl::workspace,
      conv_implicit_cl::launch, conv_implicit_cl::score},
-    {"conv_wgmma", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<-1, false, -1>,
-     conv_wgmma::launch_as<-1, false, -1>, conv_wgmma::score},
-    {"conv_wgmma_t64", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<0, false, -1>,
-     conv_wgmma::launch_as<0, false, -1>, conv_wgmma::score_tactic},
-    {"conv_wgmma_t128", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<1, false, -1>,
-     conv_wgmma::launch_as<1, false, -1>, conv_wgmma::score_tactic},
-    {"conv_wgmma_t256", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<2, false, -1>,
-     conv_wgmma::launch_as<2, false, -1>, conv_wgmma::score_tactic},
-    {"conv_wgmma_quads", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<-1, false, 1>,
-     conv_wgmma::launch_as<-1, false, 1>, conv_wgmma::score_tactic},
-    {"conv_wgmma_scalar", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<-1, false, 2>,
-     conv_wgmma::launch_as<-1, false, 2>, conv_wgmma::score_tactic},
-    {"conv_wgmma_fill", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<-1, true, -1>,
-     conv_wgmma::launch_as<-1, true, -1>, conv_wgmma::score_tactic},
-    {"conv_wgmma_t64_fill", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<0, true, -1>,
-     conv_wgmma::launch_as<0, true, -1>, conv_wgmma::score_tactic},
+    TRT_WOQ_CONV_WGMMA("conv_wgmma", score, -1, -1, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_t64", score_tactic, 0, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_t128", score_tactic, 1, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_t256", score_tactic, 2, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_model", score_tactic, -1, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_fill", score_tactic, -1, conv_wgmma::kPlanFill, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_quads", score_tactic, -1, -1, conv_wgmma::kStoreQuads),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_scalar", score_tactic, -1, -1, conv_wgmma::kStoreScalar),
 };
+#undef TRT_WOQ_CONV_WGMMA
 const int kConvCandidateCount = sizeof(kConvCandidates) / sizeof(kConvCandidates[0]);
 
 }  // namespace trt_woq

@@ -5,12 +5,13 @@
  * Launch: an NCHW activation is first transposed to channels-last into the workspace (transpose.cuh), the same
  * kernel zeroing the stream-K counters (on a channels-last input clear_kernel does that alone); the conv kernel is
  * launched as a programmatic dependent of it (its first activation load waits for it: ConvIo::load), so its launch
- * and prologue overlap that kernel. The kernel writes the NCHW output with bias and epilogue. Workspace: [NHWC copy of an NCHW input] [stream-K partials] [their
- * counters], each rounded up to 256 bytes.
+ * and prologue overlap that kernel. The kernel writes the NCHW output with bias and epilogue (store_mode).
+ * Workspace: [NHWC copy of an NCHW input] [stream-K partials] [their counters], each rounded up to 256 bytes.
  * Plan: the token tile (auto_tile: 128 or 256 pixels x 128 channels; the tactics force one of 64 in clusters of 2,
  * 128, 256), then whole tiles, or the full waves whole and the last partial wave's K tiles shared by a wave of CTAs
- * (stream-K, equal shares of at least 4 K tiles and 1/16 of K), whichever the GEMM's cost model (gemm.cu's
- * CostModel, not refitted to convs) rates lower.
+ * (stream-K, equal shares of at least 4 K tiles and 1/16 of K): on 128-pixel tiles the smallest such share that
+ * keeps the sharing CTAs in one wave, on 256-pixel tiles whichever the GEMM's cost model (gemm.cu's CostModel, not
+ * refitted to convs) rates lower (best_plan).
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -85,19 +86,20 @@ int auto_tile(const trt_woq_linear_params& p) {
     return ceil_div(p.m, kTiles[2].tok) * ceil_div(p.n, kChannels) >= 16 ? 2 : 1;
 }
 
-/* What a launch runs: the token tile (-1: auto_tile); the tail shared by a whole wave (`fill`) rather than the
- * cost model's choice; the store (ConvIo::store_mode; -1: store_mode()'s choice). */
+/* What a launch runs: the token tile (-1: auto_tile); the plan (kPlanModel: the cost model's, kPlanFill: the tail
+ * shared by a whole wave where that is a plan, -1: the dispatch's, fill on the 128-pixel tile); the store
+ * (ConvIo::store_mode; -1: store_mode()'s choice). */
 struct Options {
-    int tile;
-    bool fill;
-    int store;
+    int tile, plan, store;
 };
 
-/* Tile `t` (-1: auto_tile) whole or split, whichever the cost model rates lower; with `fill`, split over a wave
- * wherever that is a plan. */
-Plan best_plan(const trt_woq_linear_params& p, int t, bool fill = false) {
-    if (t < 0) t = auto_tile(p);
-    if (fill) {
+/* The plan of `o` (python -m trt_woq.bench_conv's wgfill column against wgmma, H100, docs/kernels.md: sharing the
+ * tail over a whole wave measured 1-13 % faster with 128-pixel tiles, where the cost model (fitted to GEMMs) leaves
+ * a third of the SMs idle, e.g. 90 of 132 CTAs on 2 x 1280 8x8, 26 on 8 x 1024 1x1; 1-2 % slower with 256-pixel
+ * tiles, whose partial sums are twice as large). */
+Plan best_plan(const trt_woq_linear_params& p, const Options& o) {
+    const int t = o.tile >= 0 ? o.tile : auto_tile(p);
+    if (o.plan == kPlanFill || (o.plan < 0 && kTiles[t].tok == 128)) {
         const Plan f = make_plan(t, p, 0);
         if (f.cost >= 0 && f.shared_ctas > 0) return f;
     }
@@ -171,10 +173,17 @@ bool encode_weights(CUtensorMap* map, const trt_woq_linear_params& p, int inter)
 
 bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
 
-/* ConvIo::store_mode for the options' store: the pairs where the image and the output allow, else the quads. */
-int store_mode(const trt_woq_conv_geometry& g, const void* out, int asked) {
+/* ConvIo::store_mode for `asked` (-1: the dispatch's choice; bench_conv's wgmma, wgmma_quads and wgmma_scalar
+ * columns, H100, docs/kernels.md): the lane pairs where the image is a multiple of 16 pixels (and the output 32-byte
+ * aligned), except with an activation of no transcendental (none, ReLU, Clip) on 256-pixel tiles, where the quads'
+ * whole-line stores measured up to 8 % faster (8 x 256 56x56) and the pairs' 16 outputs in flight buy nothing; the
+ * quads elsewhere. */
+int store_mode(const trt_woq_linear_params& p, int tok, int asked) {
     if (asked >= 0) return asked;
-    return (g.out_h * g.out_w) % 16 == 0 && aligned(out, 32) ? kStorePairs : kStoreQuads;
+    const bool transcendental = p.epilogue == TRT_WOQ_EPILOGUE_SILU || p.epilogue == TRT_WOQ_EPILOGUE_GELU_ERF ||
+                                p.epilogue == TRT_WOQ_EPILOGUE_GELU_TANH;
+    const bool pairs = (p.conv.out_h * p.conv.out_w) % 16 == 0 && aligned(p.output, 32);
+    return pairs && (transcendental || tok < 256) ? kStorePairs : kStoreQuads;
 }
 
 /* The stream-K counters alone (conv_wgmma on a channels-last input), letting the conv kernel start at once. */
@@ -183,7 +192,7 @@ __global__ void clear_kernel(unsigned int* counters, int n) { conv::clear_counte
 template <typename T>
 trt_woq_status launch_typed(const trt_woq_linear_params* p, Options o, cudaStream_t stream) {
     const trt_woq_conv_geometry& g = p->conv;
-    const Plan plan = best_plan(*p, o.tile, o.fill);
+    const Plan plan = best_plan(*p, o);
     const Layout lay = layout_of(*p, plan);
     char* ws = static_cast<char*>(p->workspace);
     if (lay.total > 0 && (ws == nullptr || p->workspace_size < lay.total || !aligned(ws, 16)))
@@ -217,7 +226,7 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, Options o, cudaStrea
         return record_cuda_error(cudaErrorInvalidValue);
     l.io = {g.in_channels, g.kernel_w,   g.out_w,      g.out_h * g.out_w, g.stride_h,
             g.stride_w,    g.pad_top,    g.pad_left,   g.dilation_h,      g.dilation_w,
-            store_mode(g, p->output, o.store)};
+            store_mode(*p, s.tok, o.store)};
     gemm::GemmArgs& a = l.args;
     a.a = x;
     a.b = static_cast<const int32_t*>(p->packed_weight);
@@ -272,33 +281,35 @@ trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
 
 /* Above conv_implicit_cl (3), conv_implicit (2) and conv_im2col (1) where it measured faster (H100, python -m
  * trt_woq.bench_conv, docs/kernels.md): from 128 output pixels on with M N K >= 2^28. Below that its fixed costs
- * (the transpose, the counters' memset, a K split summed by one CTA per tile) lose to conv_implicit_cl. A 1 x 1
- * kernel on an NCHW input stays with conv_implicit (no transpose). */
+ * (the transpose, a K split summed by one CTA per tile) lose to conv_implicit_cl. A 1 x 1 kernel on an NCHW input
+ * (conv_implicit needs no transpose) from 1024 pixels on (8 x 1024 -> 256 14x14: 18.8 us against 21.6; at 196
+ * pixels 15.4 against 9.6). */
 int32_t score(const trt_woq_linear_params* p, int32_t) {
     const trt_woq_conv_geometry& g = p->conv;
-    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return 0;
-    return p->m >= 128 && double(p->m) * double(p->n) * double(p->k) >= double(1 << 28) ? 5 : 0;
+    const bool big = double(p->m) * double(p->n) * double(p->k) >= double(1 << 28);
+    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return p->m >= 1024 && big ? 5 : 0;
+    return p->m >= 128 && big ? 5 : 0;
 }
 
-template <int TILE, bool FILL, int STORE>
+template <int TILE, int PLAN, int STORE>
 size_t workspace_as(const trt_woq_linear_params* p, int32_t) {
-    return layout_of(*p, best_plan(*p, TILE, FILL)).total;
+    return layout_of(*p, best_plan(*p, Options{TILE, PLAN, STORE})).total;
 }
-template <int TILE, bool FILL, int STORE>
+template <int TILE, int PLAN, int STORE>
 trt_woq_status launch_as(const trt_woq_linear_params* p, cudaStream_t stream) {
-    return launch_plan(p, Options{TILE, FILL, STORE}, stream);
+    return launch_plan(p, Options{TILE, PLAN, STORE}, stream);
 }
-#define TRT_WOQ_CONV_WGMMA_AS(TILE, FILL, STORE)                                              \
-    template size_t workspace_as<TILE, FILL, STORE>(const trt_woq_linear_params*, int32_t); \
-    template trt_woq_status launch_as<TILE, FILL, STORE>(const trt_woq_linear_params*, cudaStream_t);
-TRT_WOQ_CONV_WGMMA_AS(-1, false, -1)
-TRT_WOQ_CONV_WGMMA_AS(0, false, -1)
-TRT_WOQ_CONV_WGMMA_AS(1, false, -1)
-TRT_WOQ_CONV_WGMMA_AS(2, false, -1)
-TRT_WOQ_CONV_WGMMA_AS(-1, false, kStoreQuads)
-TRT_WOQ_CONV_WGMMA_AS(-1, false, kStoreScalar)
-TRT_WOQ_CONV_WGMMA_AS(-1, true, -1)
-TRT_WOQ_CONV_WGMMA_AS(0, true, -1)
+#define TRT_WOQ_CONV_WGMMA_AS(TILE, PLAN, STORE)                                              \
+    template size_t workspace_as<TILE, PLAN, STORE>(const trt_woq_linear_params*, int32_t); \
+    template trt_woq_status launch_as<TILE, PLAN, STORE>(const trt_woq_linear_params*, cudaStream_t);
+TRT_WOQ_CONV_WGMMA_AS(-1, -1, -1)
+TRT_WOQ_CONV_WGMMA_AS(0, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(1, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(2, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(-1, -1, kStoreQuads)
+TRT_WOQ_CONV_WGMMA_AS(-1, -1, kStoreScalar)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanFill, -1)
 #undef TRT_WOQ_CONV_WGMMA_AS
 
 int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }

@@ -15,14 +15,12 @@
 #pragma once
 
 #include "candidates.h"
+#include "conv/implicit.h"
 #include "gemm/gemm_wgmma_ws.cuh"
 #include "pdl.cuh"
 
 namespace trt_woq {
 namespace conv_wgmma {
-
-/* ConvIo::store_mode. */
-constexpr int kStorePairs = 0, kStoreQuads = 1, kStoreScalar = 2;
 
 /* The kernel's Io policy (gemm::WsRowsIo's interface). */
 struct ConvIo {
