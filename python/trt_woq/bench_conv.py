@@ -44,7 +44,7 @@ VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "wgmodel": ("conv_wgmma_model", K.ConvKOrder.IJC, False),
             "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False)}
 # Columns also timed INT4 + fused SiLU by id (the fused activation's cost on each store; the dispatch's pick always).
-SILU_VARIANTS = ("wgmma", "wgmma_quads", "wgmma_scalar")
+SILU_VARIANTS = ("wgmodel", "wgmma_quads", "wgmma_scalar")
 
 
 def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),

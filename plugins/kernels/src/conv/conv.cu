@@ -129,10 +129,10 @@ const Candidate kConvCandidates[] = {
     TRT_WOQ_CONV_WGMMA("conv_wgmma_t64", score_tactic, 0, conv_wgmma::kPlanModel, -1),
     TRT_WOQ_CONV_WGMMA("conv_wgmma_t128", score_tactic, 1, conv_wgmma::kPlanModel, -1),
     TRT_WOQ_CONV_WGMMA("conv_wgmma_t256", score_tactic, 2, conv_wgmma::kPlanModel, -1),
-    TRT_WOQ_CONV_WGMMA("conv_wgmma_model", score_tactic, -1, conv_wgmma::kPlanModel, -1),
-    TRT_WOQ_CONV_WGMMA("conv_wgmma_fill", score_tactic, -1, conv_wgmma::kPlanFill, -1),
-    TRT_WOQ_CONV_WGMMA("conv_wgmma_quads", score_tactic, -1, -1, conv_wgmma::kStoreQuads),
-    TRT_WOQ_CONV_WGMMA("conv_wgmma_scalar", score_tactic, -1, -1, conv_wgmma::kStoreScalar),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_model", score_tactic, -1, conv_wgmma::kPlanModel, conv_wgmma::kStoreWidest),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_fill", score_tactic, -1, conv_wgmma::kPlanFill, conv_wgmma::kStoreWidest),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_quads", score_tactic, -1, conv_wgmma::kPlanModel, conv_wgmma::kStoreQuads),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_scalar", score_tactic, -1, conv_wgmma::kPlanModel, conv_wgmma::kStoreScalar),
 };
 #undef TRT_WOQ_CONV_WGMMA
 const int kConvCandidateCount = sizeof(kConvCandidates) / sizeof(kConvCandidates[0]);

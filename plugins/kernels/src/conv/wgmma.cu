@@ -93,10 +93,11 @@ struct Options {
     int tile, plan, store;
 };
 
-/* The plan of `o` (python -m trt_woq.bench_conv's wgfill column against wgmma, H100, docs/kernels.md: sharing the
- * tail over a whole wave measured 1-13 % faster with 128-pixel tiles, where the cost model (fitted to GEMMs) leaves
- * a third of the SMs idle, e.g. 90 of 132 CTAs on 2 x 1280 8x8, 26 on 8 x 1024 1x1; 1-2 % slower with 256-pixel
- * tiles, whose partial sums are twice as large). */
+/* The plan of `o` (python -m trt_woq.bench_conv's wgfill column against wgmodel, H100, docs/kernels.md: sharing
+ * the tail over a whole wave measured faster on 7 of 9 convs with 128-pixel tiles, 1.4-20 %, where the cost model
+ * (fitted to GEMMs) leaves SMs idle, e.g. 90 of 132 CTAs on 2 x 1280 8x8, 26 on 8 x 1024 1x1, and 1.5-4 % slower on
+ * two (8 x 256 14x14, 1 x 512 7x7); 0.4-2 % slower on the three with 256-pixel tiles, whose partial sums are twice
+ * as large). */
 Plan best_plan(const trt_woq_linear_params& p, const Options& o) {
     const int t = o.tile >= 0 ? o.tile : auto_tile(p);
     if (o.plan == kPlanFill || (o.plan < 0 && kTiles[t].tok == 128)) {
@@ -173,17 +174,17 @@ bool encode_weights(CUtensorMap* map, const trt_woq_linear_params& p, int inter)
 
 bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
 
-/* ConvIo::store_mode for `asked` (-1: the dispatch's choice; bench_conv's wgmma, wgmma_quads and wgmma_scalar
+/* ConvIo::store_mode for `asked` (-1: the dispatch's choice; bench_conv's wgmodel, wgmma_quads and wgmma_scalar
  * columns, H100, docs/kernels.md): the lane pairs where the image is a multiple of 16 pixels (and the output 32-byte
  * aligned), except with an activation of no transcendental (none, ReLU, Clip) on 256-pixel tiles, where the quads'
  * whole-line stores measured up to 8 % faster (8 x 256 56x56) and the pairs' 16 outputs in flight buy nothing; the
- * quads elsewhere. */
+ * quads elsewhere. kStoreWidest: the pairs wherever they fit. */
 int store_mode(const trt_woq_linear_params& p, int tok, int asked) {
-    if (asked >= 0) return asked;
+    if (asked == kStoreQuads || asked == kStoreScalar) return asked;
     const bool transcendental = p.epilogue == TRT_WOQ_EPILOGUE_SILU || p.epilogue == TRT_WOQ_EPILOGUE_GELU_ERF ||
                                 p.epilogue == TRT_WOQ_EPILOGUE_GELU_TANH;
     const bool pairs = (p.conv.out_h * p.conv.out_w) % 16 == 0 && aligned(p.output, 32);
-    return pairs && (transcendental || tok < 256) ? kStorePairs : kStoreQuads;
+    return pairs && (asked == kStoreWidest || transcendental || tok < 256) ? kStorePairs : kStoreQuads;
 }
 
 /* The stream-K counters alone (conv_wgmma on a channels-last input), letting the conv kernel start at once. */
@@ -306,10 +307,10 @@ TRT_WOQ_CONV_WGMMA_AS(-1, -1, -1)
 TRT_WOQ_CONV_WGMMA_AS(0, kPlanModel, -1)
 TRT_WOQ_CONV_WGMMA_AS(1, kPlanModel, -1)
 TRT_WOQ_CONV_WGMMA_AS(2, kPlanModel, -1)
-TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, -1)
-TRT_WOQ_CONV_WGMMA_AS(-1, -1, kStoreQuads)
-TRT_WOQ_CONV_WGMMA_AS(-1, -1, kStoreScalar)
-TRT_WOQ_CONV_WGMMA_AS(-1, kPlanFill, -1)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, kStoreWidest)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanFill, kStoreWidest)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, kStoreQuads)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, kStoreScalar)
 #undef TRT_WOQ_CONV_WGMMA_AS
 
 int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }
