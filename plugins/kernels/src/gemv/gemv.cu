@@ -75,20 +75,24 @@ bool resident_fits(const trt_woq_linear_params* p, int nt) {
     return resident_smem_bytes(p, p->m > 8 ? 16 : 8, cps) + kMaxWarps / 2 * kStages * part <= kSm90SmemOptin;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
-trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
-    if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
+/* The checks every GEMV candidate shares: layout 2 (FP6) takes layout 1's INT4 constraints and no zero points
+ * (docs/layouts.md); int indexing inside the kernels; grid.y holds the CTAs of `channels` outputs. */
+trt_woq_status shape_supported(const trt_woq_linear_params* p, int channels) {
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8 && XS != kResidentX)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    if (XS == kResidentX && !resident_fits(p, NT)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    // int indexing inside the kernel; grid.y holds the tiles.
-    if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
+    if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + channels - 1) / channels > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
     return TRT_WOQ_OK;
+}
+
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8 && XS != kResidentX)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (XS == kResidentX && !resident_fits(p, NT)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return shape_supported(p, 8 * NT);
 }
 
 size_t no_workspace(const trt_woq_linear_params*, int32_t) {
@@ -230,33 +234,36 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 (TMA: FP6 too) on SM 9.0 (sm_90a code), M <= 16; TMA: stages
- * loaded with tensor copies, else one bulk copy per packed row. */
+/* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (INT4,
+ * INT8, FP6; M <= 16); else one bulk copy per packed row (INT4, INT8; M <= 64 with the fenced release, the release
+ * A/B variants INT4 and M <= 16 only). */
+template <bool TMA, int REL>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
-    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
-        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    const bool int4_only = REL != kRelFence;
+    const bool fp6 = p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
+    if ((int4_only && p->weight_format != TRT_WOQ_WEIGHT_INT4) || (!TMA && fp6)) {
+        return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     }
-    if (p->m > kMaxM || p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 127) / 128 > 65535) {
-        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    }
-    return TRT_WOQ_OK;
+    if (p->m > (TMA || int4_only ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return shape_supported(p, kWsChannels);
 }
 
-template <bool TMA>
+template <bool TMA, int REL>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines.
+    // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines
+    // (M <= 16) or refuse.
     if ((reinterpret_cast<uintptr_t>(p->activation) | reinterpret_cast<uintptr_t>(p->packed_weight)) % 16 != 0) {
-        return launch<4, false>(p, stream);
+        return p->m <= kMaxM ? launch<4, false>(p, stream) : TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
+    if constexpr (REL != kRelFence) return launch_ws<4, REL>(p, false, dev.sms, dev.smem_per_sm, stream);
     switch (p->weight_format) {
-        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-        default: return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4, REL>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6, REL>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        default: return launch_ws<8, REL>(p, TMA, dev.sms, dev.smem_per_sm, stream);
     }
 }
 
@@ -270,10 +277,13 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * 24.6), and mixed on 28672 x 8192 (M = 1 / 8: 55.9 / 68.9 against 54.5 / 64.6; M = 4 / 16: 58.7 / 78.2 against 63.8 /
  * 85.1). The tensor-copy kernel (`gemv_wst_nt4`) measured slower than the per-warp pipelines for INT8 on every shape
  * and than the row copies for INT4 on most; it stays selectable by id (score 1). */
-template <bool TMA>
+template <bool TMA, int REL>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
-    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
+    if (TMA || REL != kRelFence || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 ||
+        device_info(&dev) != TRT_WOQ_OK || p->m > kMaxM) {
+        return 1;
+    }
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
@@ -313,11 +323,14 @@ const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
     // Warp-specialized: a producer warp's bulk copies into a ring of stages, 4 consumer warps of 32 channels.
-    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<false>,
-     gemv::ws_score<false>},
+#define TRT_WOQ_GEMV_WS_CANDIDATE(name, serves, TMA, REL)                                                        \
+    {name, serves, gemv::ws_supports<TMA, REL>, gemv::no_workspace, gemv::ws_launch<TMA, REL>, gemv::ws_score<TMA, REL>}
+    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_ws_nt4", kIntWeightOnlyLinear, false, gemv::kRelFence),
     // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
-    {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<true>,
-     gemv::ws_score<true>},
+    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_wst_nt4", kWeightOnlyLinear, true, gemv::kRelFence),
+    // The stage release without the proxy fence / through a consumer barrier (INT4, M <= 16; the same-run A/B).
+    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_ws_nt4_relwarp", kIntWeightOnlyLinear, false, gemv::kRelWarp),
+    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_ws_nt4_relcta", kIntWeightOnlyLinear, false, gemv::kRelCta),
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 
