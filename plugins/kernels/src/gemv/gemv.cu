@@ -235,21 +235,16 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 }
 
 /* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (INT4,
- * INT8, FP6; M <= 16); else one bulk copy per packed row (INT4, INT8; M <= 64 with the fenced release, the release
- * A/B variants INT4 and M <= 16 only). */
-template <bool TMA, int REL>
+ * INT8, FP6; M <= 16); else one bulk copy per packed row (INT4, INT8; M <= 64). */
+template <bool TMA>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    const bool int4_only = REL != kRelFence;
-    const bool fp6 = p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2;
-    if ((int4_only && p->weight_format != TRT_WOQ_WEIGHT_INT4) || (!TMA && fp6)) {
-        return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
-    }
-    if (p->m > (TMA || int4_only ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (!TMA && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    if (p->m > (TMA ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return shape_supported(p, kWsChannels);
 }
 
-template <bool TMA, int REL>
+template <bool TMA>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines
     // (M <= 16) or refuse.
@@ -259,11 +254,10 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    if constexpr (REL != kRelFence) return launch_ws<4, REL>(p, false, dev.sms, dev.smem_per_sm, stream);
     switch (p->weight_format) {
-        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4, REL>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6, REL>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-        default: return launch_ws<8, REL>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        default: return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
     }
 }
 
@@ -276,18 +270,21 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * (4096 x 4096: 64 CTAs), several waves (8192 x 57344: 118.6 against 102.2 at M = 1), 8192 x 10240 (28.6 against
  * 24.6), and mixed on 28672 x 8192 (M = 1 / 8: 55.9 / 68.9 against 54.5 / 64.6; M = 4 / 16: 58.7 / 78.2 against 63.8 /
  * 85.1). The tensor-copy kernel (`gemv_wst_nt4`) measured slower than the per-warp pipelines for INT8 on every shape
- * and than the row copies for INT4 on most; it stays selectable by id (score 1). */
-template <bool TMA, int REL>
+ * and than the row copies for INT4 on most; it stays selectable by id (score 1).
+ * Above M = 16 (one run, INT4 g128, against the GEMM family's pick, score 200): the row copies with 4 column tiles
+ * (score 201) only where they are unsplit as above and M <= 24: 4096 x 28672, M = 17 / 24: 43.9 / 47.8 us against
+ * 48.8 / 47.9; M = 32 / 48 / 64: 53.6 / 81.1 / 101.8 against 47.8 / 48.1 / 48.4; 14336 x 4096 (split 8 ways) M = 17:
+ * 25.2 against 24.8; 8192 x 57344 M = 17: 190.3 against 166.2. Each further 8 rows adds a full column tile of
+ * mma.sync per converted fragment, where the GEMM's wgmma tile of 64 rows costs the same from M = 17 to 64. */
+template <bool TMA>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
-    if (TMA || REL != kRelFence || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 ||
-        device_info(&dev) != TRT_WOQ_OK || p->m > kMaxM) {
-        return 1;
-    }
+    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
     const bool unsplit = p->k <= 8192 && fills_one_wave(tiles);
+    if (p->m > kMaxM) return unsplit && p->m <= 24 ? 201 : 1;
     const bool split8 = p->k >= 12288 && fills_one_wave(8 * tiles) && (p->m <= 8 || p->m > 12);
     return unsplit || split8 ? 103 : 1;
 }
@@ -323,14 +320,11 @@ const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
     // Warp-specialized: a producer warp's bulk copies into a ring of stages, 4 consumer warps of 32 channels.
-#define TRT_WOQ_GEMV_WS_CANDIDATE(name, serves, TMA, REL)                                                        \
-    {name, serves, gemv::ws_supports<TMA, REL>, gemv::no_workspace, gemv::ws_launch<TMA, REL>, gemv::ws_score<TMA, REL>}
-    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_ws_nt4", kIntWeightOnlyLinear, false, gemv::kRelFence),
+    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false>, gemv::no_workspace, gemv::ws_launch<false>,
+     gemv::ws_score<false>},
     // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
-    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_wst_nt4", kWeightOnlyLinear, true, gemv::kRelFence),
-    // The stage release without the proxy fence / through a consumer barrier (INT4, M <= 16; the same-run A/B).
-    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_ws_nt4_relwarp", kIntWeightOnlyLinear, false, gemv::kRelWarp),
-    TRT_WOQ_GEMV_WS_CANDIDATE("gemv_ws_nt4_relcta", kIntWeightOnlyLinear, false, gemv::kRelCta),
+    {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports<true>, gemv::no_workspace, gemv::ws_launch<true>,
+     gemv::ws_score<true>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

@@ -53,19 +53,12 @@ constexpr int kWsConsumerWarps = 4;
 constexpr int kWsWarpChannels = 32;  // NT = 4 tiles of 8 per consumer warp
 constexpr int kWsChannels = kWsConsumerWarps * kWsWarpChannels;
 
-/* How a consumer warp hands a stage back to the producer, whose bulk / tensor copies (the async proxy) overwrite it
- * next: after __syncwarp, one lane fences its warp's shared-memory reads against the async proxy
- * (fence.proxy.async.shared::cta) and arrives (kRelFence); the same without the fence (kRelWarp); or every consumer
- * thread meets at a named barrier and one thread fences and arrives (kRelCta). */
-enum WsRelease { kRelFence = 0, kRelWarp = 1, kRelCta = 2 };
-
 /* Largest M of the row-copy kernel (MT = 32 / 64: 4 / 8 activation column tiles per converted weight fragment). */
 constexpr int kWsMaxM = 64;
 
 /* The warp-specialized kernel (gemv_ws.cuh; SM90a), INT4 / INT8 (tensor copies: FP6 too), either activation type,
- * stages loaded with tensor copies (tma) or one bulk copy per row; REL: how consumers release a stage (WsRelease);
- * sms and smem_per_sm (bytes) describe the device. */
-template <int BITS, int REL>
+ * stages loaded with tensor copies (tma) or one bulk copy per row; sms and smem_per_sm (bytes) describe the device. */
+template <int BITS>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream);
 
 /* Shared-memory bytes of one warp's weights, scales and zeros per stage (gemv_kernel's stage layout); the shared-

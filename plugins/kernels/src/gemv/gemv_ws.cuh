@@ -77,7 +77,7 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 /* TMA: the producer's lane 0 loads a stage with two-dimensional tensor copies (tmap_w: the CTA's packed rows as one
  * box; tmap_x: the activations, one swizzled box per 64 k; FP6, TMA only: tmap_w2, the rows' 2-bit words) instead of
  * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md). */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int REL>
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
 __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
     gemv_kernel_ws(Args<T> a, WsArgs ws, const __grid_constant__ CUtensorMap tmap_w,
                    const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w2) {
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; ++s) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, REL == kRelCta ? 1 : kWsConsumerWarps);
+            mbar_init(empty0 + 8 * s, kWsConsumerWarps);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -329,18 +329,12 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                     }
                 }
             }
-            if constexpr (REL == kRelCta) {
-                asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumerWarps * 32) : "memory");
-                if (threadIdx.x == 0) {
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    mbar_arrive(empty0 + 8 * s);
-                }
-            } else {
-                __syncwarp();
-                if (lane == 0) {
-                    if (REL == kRelFence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    mbar_arrive(empty0 + 8 * s);
-                }
+            // The release: the producer's next copies into this stage are async-proxy writes, so after __syncwarp
+            // (the warp's reads before lane 0's) lane 0 orders them against the async proxy, then arrives.
+            __syncwarp();
+            if (lane == 0) {
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                mbar_arrive(empty0 + 8 * s);
             }
         }
         if constexpr (kTwoAcc && !kWide) {
@@ -431,10 +425,10 @@ inline bool tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_b
  * fraction of the slots of the waves used; the slots of clusters as the occupancy query counts them, since a cluster
  * must fit in one GPC), keeping at least 6 stages per split; ring depth: the stages that fit in the SM's shared memory
  * shared by the CTAs its registers allow (at most two), 2 .. 16. */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int REL>
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
 trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     const Args<T> a = args_of<T>(p);
-    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA, REL>;
+    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA>;
     CUtensorMap tmap_w = {}, tmap_x = {}, tmap_w2 = {};
     if (TMA) {
         // Packed rows [N / I, K / 2 words], box [128 / I rows, ws_stage_k / 2 words], unswizzled (the row images the
@@ -506,48 +500,46 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
                               tmap_w2);
 }
 
-/* Activation rows per column-tile set: 8, 16, then (row copies with the fenced release only) 32 and 64. */
-template <typename T, int BITS, int MODE, bool ZEROS, bool TMA, int REL>
+/* Activation rows per column-tile set: 8, 16, then (row copies) 32 and 64. */
+template <typename T, int BITS, int MODE, bool ZEROS, bool TMA>
 trt_woq_status launch_ws_mt(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
-    if constexpr (!TMA && REL == kRelFence) {
-        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA, REL>(p, sms, smem_per_sm, stream);
-        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA, REL>(p, sms, smem_per_sm, stream);
+    if constexpr (!TMA) {
+        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA>(p, sms, smem_per_sm, stream);
+        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA>(p, sms, smem_per_sm, stream);
     }
     if (p->m > 16) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA, REL>(p, sms, smem_per_sm, stream)
-                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA, REL>(p, sms, smem_per_sm, stream);
+    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA>(p, sms, smem_per_sm, stream)
+                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA>(p, sms, smem_per_sm, stream);
 }
 
-template <typename T, int BITS, int MODE, bool TMA, int REL>
+template <typename T, int BITS, int MODE, bool TMA>
 trt_woq_status launch_ws_zeros(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     if constexpr (BITS == 6) {  // FP6 has no zero points (supports() refuses them)
-        return launch_ws_mt<T, BITS, MODE, false, TMA, REL>(p, sms, smem_per_sm, stream);
+        return launch_ws_mt<T, BITS, MODE, false, TMA>(p, sms, smem_per_sm, stream);
     } else {
-        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA, REL>(p, sms, smem_per_sm, stream)
-                                   : launch_ws_mt<T, BITS, MODE, false, TMA, REL>(p, sms, smem_per_sm, stream);
+        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA>(p, sms, smem_per_sm, stream)
+                                   : launch_ws_mt<T, BITS, MODE, false, TMA>(p, sms, smem_per_sm, stream);
     }
 }
 
-template <typename T, int BITS, bool TMA, int REL>
+template <typename T, int BITS, bool TMA>
 trt_woq_status launch_ws_typed(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     constexpr int kc = BITS == 8 ? 64 : 128;
-    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA, REL>(p, sms, smem_per_sm, stream);
-    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA, REL>(p, sms, smem_per_sm, stream);
-    return launch_ws_zeros<T, BITS, kFineGroup, TMA, REL>(p, sms, smem_per_sm, stream);
+    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA>(p, sms, smem_per_sm, stream);
+    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA>(p, sms, smem_per_sm, stream);
+    return launch_ws_zeros<T, BITS, kFineGroup, TMA>(p, sms, smem_per_sm, stream);
 }
 
-template <int BITS, int REL>
+template <int BITS>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream) {
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if constexpr (REL == kRelFence) {
-        if (BITS == 6 || tma) {
-            return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true, REL>(p, sms, smem_per_sm, stream)
-                        : launch_ws_typed<half, BITS, true, REL>(p, sms, smem_per_sm, stream);
-        }
+    if (BITS == 6 || tma) {
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, true>(p, sms, smem_per_sm, stream);
     }
-    if constexpr (BITS != 6) {  // the other releases: row copies only (kept for the same-run A/B)
-        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false, REL>(p, sms, smem_per_sm, stream)
-                    : launch_ws_typed<half, BITS, false, REL>(p, sms, smem_per_sm, stream);
+    if constexpr (BITS != 6) {
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, false>(p, sms, smem_per_sm, stream);
     }
     return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
 }
