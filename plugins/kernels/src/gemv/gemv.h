@@ -1,7 +1,7 @@
 /*
- * Internal interface of the small-batch GEMV family (M = 1 .. 16): the launch plan chosen on the host and the
- * per-(bits, activation type) launchers, each compiled in its own translation unit (gemv_i4_f16.cu, ...) so the
- * build runs them in parallel.
+ * Internal interface of the small-batch GEMV family (M = 1 .. 16; the warp-specialized row copies up to 64): the
+ * launch plan chosen on the host and the per-(bits, activation type) launchers, each compiled in its own translation
+ * unit (gemv_i4_f16.cu, ...) so the build runs them in parallel.
  */
 #ifndef TRT_WOQ_GEMV_H
 #define TRT_WOQ_GEMV_H

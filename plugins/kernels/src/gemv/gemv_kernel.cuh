@@ -229,13 +229,14 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
  * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
  * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
  * slots. C of column tile b: c0/c1 = (tile j, rows 8b + 2q, 8b + 2q + 1), c2/c3 = tile j + 1. */
-/* One tile pair's mma steps for one chunk, k order "paired": one mma takes pair i of two adjacent words 2wp, 2wp + 1
- * of each tile. Pair i of word w is block pair w + 4i (step 2 of the layout), so the mma's B registers are components
- * 2wp, 2wp + 1 of activation vector i: two consecutive registers of one 16-byte shared load, so no register moves
- * are needed to build B. INT4 without fine groups also folds the conversion
- * (convert_word_biased4; the caller corrects with mma_corr). Word pair wp of column tile b accumulates into d[b][wp]:
- * independent chains of kPairs mma. With NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa,
- * rows 8..15 from xb), so the conversion, the costly part, is paid once for 16 rows. */
+/* One tile pair's A fragments for one chunk (convert_pair2) and their mma (mma_tile2), k order "paired": one mma
+ * takes pair i of two adjacent words 2wp, 2wp + 1 of each tile. Pair i of word w is block pair w + 4i (step 2 of the
+ * layout), so the mma's B registers are components 2wp, 2wp + 1 of activation vector i: two consecutive registers of
+ * one 16-byte shared load, so no register moves are needed to build B. FOLD (INT4 without fine groups by default)
+ * folds the conversion (convert_word_biased4; the caller corrects with mma_corr). a[wp][i] = the A registers of word
+ * pair wp's mma i; word pair wp of a column tile accumulates into d[wp]: independent chains of kPairs mma. With
+ * NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa, rows 8..15 from xb), so the conversion,
+ * the costly part, is paid once for 16 rows. */
 template <typename T, int BITS, bool FINE, bool ZEROS, bool FOLD = BITS == 4 && !FINE>
 __device__ __forceinline__ void convert_pair2(uint32_t (&a)[2][BITS == 8 ? 2 : 4][4], const uint4& w0, const uint4& w1,
                                               const uint2& l0, const uint2& l1, typename Pair<T>::type z0,

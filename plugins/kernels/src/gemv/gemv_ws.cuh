@@ -1,5 +1,5 @@
 /*
- * Warp-specialized small-batch GEMV (M = 1 .. 16, SM90a) for layout 1: one producer warp streams whole packed rows
+ * Warp-specialized small-batch GEMV (M = 1 .. 64, SM90a) for layout 1: one producer warp streams whole packed rows
  * into shared memory with 1D bulk copies (cp.async.bulk, completion counted on an mbarrier), consumer warps convert
  * and multiply on mma.sync m16n8k16 as gemv_kernel.cuh does (chunk_pair: the same conversion, folded INT4
  * correction and scale modes).
@@ -9,7 +9,8 @@
  * weight bytes per chunk). Here the consumers' instruction stream is only shared-memory loads, conversion and mma;
  * the bytes in flight are the ring's (stages x 16 KB per CTA) rather than what each warp's registers and waits allow;
  * and one activation tile per stage serves every consumer warp, so M = 16 costs little more than M = 1 (one converted
- * A fragment feeds both 8-row column tiles).
+ * A fragment feeds both 8-row column tiles). M = 17 .. 64 (row copies): MT = 32 / 64 rows per stage, each converted
+ * fragment feeding 4 / 8 column tiles (the "wide" path below).
  *
  * Work split
  *   grid    = (nsplit, tiles): a CTA owns kWsChannels = 128 output channels (4 consumer warps x 32) and K range
