@@ -99,16 +99,9 @@ using trt_woq::detail::prmt;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-type pieces: the B-fragment conversions. `zq` holds the zero point in the form the conversion needs (see each),
-// `s2` the scale broadcast to both halves. SCALED = false leaves the scale out (U - Z): per-channel weights whose
-// kernel multiplies the FP32 sums by s in its epilogue instead (channel_factor).
+// `s2` the scale broadcast to both halves.
 template <typename T>
 struct Ops;
-
-template <bool SCALED, typename T2>
-__device__ __forceinline__ T2 scale(T2 v, T2 s2) {
-    if constexpr (SCALED) return __hmul2(v, s2);
-    else return v;
-}
 
 template <>
 struct Ops<half> {
@@ -119,12 +112,11 @@ struct Ops<half> {
         half2 z;
     };
     __device__ static Int8Zero int8_zero(float z) { return {__float2half2_rn(1024.f + z)}; }
-    template <bool SCALED = true>
     __device__ static void int8_to_frag(uint32_t w, Int8Zero zq, half2 s2, uint32_t& b0, uint32_t& b1) {
         uint32_t lo = prmt(w, 0x64646464u, 0x7150u);
         uint32_t hi = prmt(w, 0x64646464u, 0x7352u);
-        half2 h0 = scale<SCALED>(__hsub2(*reinterpret_cast<half2*>(&lo), zq.z), s2);
-        half2 h1 = scale<SCALED>(__hsub2(*reinterpret_cast<half2*>(&hi), zq.z), s2);
+        half2 h0 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&lo), zq.z), s2);
+        half2 h1 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&hi), zq.z), s2);
         b0 = *reinterpret_cast<uint32_t*>(&h0);
         b1 = *reinterpret_cast<uint32_t*>(&h1);
     }
@@ -136,7 +128,6 @@ struct Ops<half> {
     __device__ static Int4Zero int4_zero(float z) {
         return {__float2half2_rn(1024.f + z), __float2half2_rn(-64.f - z)};
     }
-    template <bool SCALED = true>
     __device__ static void int4_to_frag(uint32_t w, Int4Zero zq, half2 s2, uint32_t (&b)[4]) {
         const half2 sixteenth = __float2half2_rn(0.0625f);
 #pragma unroll
@@ -144,8 +135,8 @@ struct Ops<half> {
             uint32_t v = h ? (w >> 8) : w;
             uint32_t lo = and_or(v, 0x000F000Fu, 0x64006400u);
             uint32_t hi = and_or(v, 0x00F000F0u, 0x64006400u);
-            half2 h0 = scale<SCALED>(__hsub2(*reinterpret_cast<half2*>(&lo), zq.lo), s2);
-            half2 h1 = scale<SCALED>(__hfma2(*reinterpret_cast<half2*>(&hi), sixteenth, zq.hi), s2);
+            half2 h0 = __hmul2(__hsub2(*reinterpret_cast<half2*>(&lo), zq.lo), s2);
+            half2 h1 = __hmul2(__hfma2(*reinterpret_cast<half2*>(&hi), sixteenth, zq.hi), s2);
             b[2 * h] = *reinterpret_cast<uint32_t*>(&h0);
             b[2 * h + 1] = *reinterpret_cast<uint32_t*>(&h1);
         }
@@ -163,7 +154,6 @@ struct Ops<__nv_bfloat16> {
         float z;
     };
     __device__ static Int8Zero int8_zero(float z) { return {8388608.f + z}; }
-    template <bool SCALED = true>
     __device__ static void int8_to_frag(uint32_t w, Int8Zero zq, __nv_bfloat162 s2, uint32_t& b0, uint32_t& b1) {
         float f[4];
 #pragma unroll
@@ -173,8 +163,8 @@ struct Ops<__nv_bfloat16> {
         }
         uint32_t lo = prmt(__float_as_uint(f[0]), __float_as_uint(f[1]), 0x7632u);
         uint32_t hi = prmt(__float_as_uint(f[2]), __float_as_uint(f[3]), 0x7632u);
-        __nv_bfloat162 h0 = scale<SCALED>(*reinterpret_cast<__nv_bfloat162*>(&lo), s2);
-        __nv_bfloat162 h1 = scale<SCALED>(*reinterpret_cast<__nv_bfloat162*>(&hi), s2);
+        __nv_bfloat162 h0 = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&lo), s2);
+        __nv_bfloat162 h1 = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&hi), s2);
         b0 = *reinterpret_cast<uint32_t*>(&h0);
         b1 = *reinterpret_cast<uint32_t*>(&h1);
     }
@@ -184,12 +174,11 @@ struct Ops<__nv_bfloat16> {
         __nv_bfloat162 lo;
     };
     __device__ static Int4Zero int4_zero(float z) { return {__float2bfloat162_rn(128.f + z)}; }
-    template <bool SCALED = true>
     __device__ static void int4_to_frag(uint32_t w, Int4Zero zq, __nv_bfloat162 s2, uint32_t (&b)[4]) {
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
             uint32_t v = and_or(w >> (4 * p), 0x000F000Fu, 0x43004300u);
-            __nv_bfloat162 h = scale<SCALED>(__hsub2(*reinterpret_cast<__nv_bfloat162*>(&v), zq.lo), s2);
+            __nv_bfloat162 h = __hmul2(__hsub2(*reinterpret_cast<__nv_bfloat162*>(&v), zq.lo), s2);
             b[p] = *reinterpret_cast<uint32_t*>(&h);
         }
     }
@@ -210,12 +199,11 @@ __device__ __forceinline__ void fp6_to_frag(uint32_t seg4, uint32_t seg2, bool s
     }
 }
 
-// The factor of FP32 sums of channel n: s * 2^12 for FP6 per channel (fp6_to_frag), s for integer weights per
-// channel converted unscaled (INT_UNSCALED: the warp-specialized kernel), else 1 (scaled weights).
-template <int BITS, typename T, bool INT_UNSCALED = false>
+// The factor of FP32 sums of channel n: s * 2^12 for FP6 per channel (fp6_to_frag), else 1 (scaled weights).
+template <int BITS, typename T>
 __device__ __forceinline__ float channel_factor(const GemmArgs& args, int n) {
-    if ((BITS != 6 && !INT_UNSCALED) || args.group_shift != 31 || n >= args.n) return 1.f;
-    return float(static_cast<const T*>(args.scales)[n]) * (BITS == 6 ? fp6::kBiasScale : 1.f);
+    if (BITS != 6 || args.group_shift != 31 || n >= args.n) return 1.f;
+    return float(static_cast<const T*>(args.scales)[n]) * fp6::kBiasScale;
 }
 // An output before the activation: sum * factor + bias for FP6, sum + bias for the integer formats.
 template <int BITS>

@@ -127,21 +127,20 @@ using ZeroPoint = decltype(zero_point<BITS, T>(0.f));
 
 // Dequantizes packed word `w` (word block `blk` of this lane's channel row h: g or g + 8 of its warp's 16) into
 // wgmma's register A fragments: INT8 fills k16 step blk, INT4 and FP6 steps 2 blk and 2 blk + 1. FP6: `w2` is the
-// 2-bit word (as half 0), `fp6_scaled` as fp6_to_frag's `scaled`. INT_SCALED = false: the integer weights without
-// their scale (Ops' SCALED).
-template <int BITS, typename T, bool INT_SCALED = true>
+// 2-bit word (as half 0), `fp6_scaled` as fp6_to_frag's `scaled`.
+template <int BITS, typename T>
 __device__ __forceinline__ void word_to_a_frags(uint32_t w, ZeroPoint<BITS, T> zq, typename Ops<T>::T2 s2, int blk,
                                                 int h, uint32_t (&af)[kBK / 16][4], uint32_t w2 = 0,
                                                 bool fp6_scaled = true) {
     using O = Ops<T>;
     if constexpr (BITS == 8) {
-        O::template int8_to_frag<INT_SCALED>(w, zq, s2, af[blk][h], af[blk][2 + h]);
+        O::int8_to_frag(w, zq, s2, af[blk][h], af[blk][2 + h]);
     } else {
         uint32_t b[4];
         if constexpr (BITS == 6)
             fp6_to_frag<T>(w, w2, fp6_scaled, s2, b);
         else
-            O::template int4_to_frag<INT_SCALED>(w, zq, s2, b);
+            O::int4_to_frag(w, zq, s2, b);
         af[2 * blk][h] = b[0];
         af[2 * blk][2 + h] = b[1];
         af[2 * blk + 1][h] = b[2];

@@ -14,7 +14,7 @@
 //     (cp.async.mbarrier.arrive), so the warp never waits for them. Layout v1 in global memory is unchanged.
 //   * consumer warpgroup c owns CH / 2 channels (one or two m64 row blocks): it converts tile i + 1 into the second
 //     fragment buffer while the wgmma group of tile i runs, and releases a stage to the producer ("empty" mbarrier,
-//     one arrival per consumer warp) once the wgmma group that read it has completed. setmaxnreg moves registers
+//     one arrival per consumer thread) once the wgmma group that read it has completed. setmaxnreg moves registers
 //     from the producer warpgroup to the consumers (128 accumulator registers per thread at TOK = 256).
 //   * epilogue: the accumulators go through shared memory (the pipeline buffers are free by then) so the output
 //     rows are written with 16-byte stores along N.
@@ -22,7 +22,7 @@
 //     neighbouring N tiles of the same tokens and each loads half of the activation tile with a multicast TMA into
 //     both: the activation, 2/3 of a 128-channel CTA's inbound bytes at 64 tokens (over 80 % at 176) and re-read
 //     from L2 by every CTA, is read once per pair. Each stage is then freed only when the consumers of both CTAs
-//     released it (each consumer warp arrives on both CTAs' "empty" barriers), and a producer waits for its last
+//     released it (each consumer thread arrives on both CTAs' "empty" barriers), and a producer waits for its last
 //     stages' releases before exiting, so no CTA exits while its peer may still arrive on its barriers.
 //   * schedule (WsSchedule): a 1D grid; the first dp_tiles CTAs each compute one whole output tile (full waves), the
 //     CTAs after them share the K iterations of the remaining tiles (the last partial wave), `share` iterations each,
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
-            mbar_init(empty_bar + 8 * s, CLUSTER * kWsConsumers * 4);  // per consumer warp of the cluster
+            mbar_init(empty_bar + 8 * s, CLUSTER * kWsConsumers * 128);  // per consumer thread of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -414,12 +414,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     // The current piece: its first pipeline tile (g0), first K tile and origin. Tile i of the piece is pipeline
     // tile g0 + i.
     int g0 = 0, kt0 = 0, m0 = 0, n0 = 0;
-    // Waits for tile i and converts its weights into the A fragments of its 4 k16 steps. Per-channel integer
-    // weights are converted without their scale (one multiply less per pair; the epilogue multiplies the FP32 sums
-    // by s, channel_factor), as FP6 per channel always is; the two forms are two copies of the code, picked by a
-    // uniform branch (a predicated multiply would still take its issue slot).
-    const bool per_channel = args.group_shift == 31;
-    auto convert_as = [&](int i, Frags& af, auto scaled) {
+    // Waits for tile i and converts its weights into the A fragments of its 4 k16 steps.
+    auto convert = [&](int i, Frags& af) {
         const int s = (g0 + i) % STAGES;
         mbar_wait(full_bar + 8 * s, ((g0 + i) / STAGES) & 1);
         const uint32_t* sw = stage_w(s);
@@ -444,17 +440,11 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                                                   lane & 1);
                     const uint16_t sbits = second ? s_hi : s_lo, zbits = second ? z_hi : z_lo;
                     const float z = float(*reinterpret_cast<const T*>(&zbits));
-                    word_to_a_frags<BITS, T, decltype(scaled)::value>(
-                        w, has_zeros ? zero_point<BITS, T>(z) : zq_sym, O::bcast(*reinterpret_cast<const T*>(&sbits)),
-                        blk, h, af[mt], w2, decltype(scaled)::value);
+                    word_to_a_frags<BITS, T>(w, has_zeros ? zero_point<BITS, T>(z) : zq_sym,
+                                             O::bcast(*reinterpret_cast<const T*>(&sbits)), blk, h, af[mt], w2,
+                                             gshift != 31);
                 }
             }
-    };
-    auto convert = [&](int i, Frags& af) {
-        if (per_channel)
-            convert_as(i, af, std::false_type{});
-        else
-            convert_as(i, af, std::true_type{});
     };
     float acc[MT][TOK / 2];
     auto issue = [&](int i, const Frags& af) {
@@ -466,12 +456,10 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             for (int mt = 0; mt < MT; ++mt) wgmma_tok<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
         wgmma_commit();
     };
-    // One arrival per consumer warp (release semantics; __syncwarp orders the other lanes' reads of the stage
-    // before it), so a stage costs 8 arrivals per CTA of the cluster, not one per consumer thread.
+    // Every consumer thread arrives for its own reads of the stage (release semantics), so the producer's
+    // overwrite is ordered after each of them without relying on a warp barrier.
     auto release = [&](int i) {
         const int s = (g0 + i) % STAGES;
-        __syncwarp();
-        if (lane != 0) return;
         mbar_arrive(empty_bar + 8 * s);
 #pragma unroll
         for (int r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(empty_bar + 8 * s, (rank + r) % CLUSTER);
@@ -546,11 +534,12 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         // Epilogue (only ever the CTA's last piece, so the pipeline buffers are free for good): both consumer
         // warpgroups are past their last read of every stage before the staging tile overwrites them.
         // acc[mt][4j + e] is channel g (+8 for e >= 2) of this warp's 16 in block mt, token 8j + 2 (t % 4) + (e & 1).
-        float f[MT][2];  // per channel: s (FP6: s * 2^12; channel_factor); 1 for groups
+        float f[MT][2];  // FP6 per channel: s * 2^12 (channel_factor; 1 for groups)
+        if constexpr (BITS == 6)
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) f[mt][h] = channel_factor<BITS, T, true>(args, n0 + ch_local[mt][h]);
+                for (int h = 0; h < 2; ++h) f[mt][h] = channel_factor<BITS, T>(args, n0 + ch_local[mt][h]);
         consumers_sync();
         float* epi = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -560,7 +549,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     epi[(8 * j + 2 * (lane & 3) + (e & 1)) * L.epi_pitch + ch_local[mt][e >> 1]] =
-                        acc[mt][4 * j + e] * f[mt][e >> 1];
+                        BITS == 6 ? acc[mt][4 * j + e] * f[mt][e >> 1] : acc[mt][4 * j + e];
         consumers_sync();
         io.template store<TOK, kCH, L.epi_pitch>(epi, ctid, m0, n0, args, static_cast<T*>(args.c));
     }
