@@ -26,8 +26,7 @@ size_t workspace(const trt_woq_linear_params* p, int32_t sm) {
 
 template <int ID>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    const trt_woq_status s = gemm::launch(ID, p, stream);
-    return s == TRT_WOQ_ERR_CUDA ? record_cuda_error(gemm::last_cuda_error_code()) : s;
+    return gemm::launch(ID, p, stream);
 }
 
 // The heuristic's pick for `q`, remembered for the last problem of this thread (keyed on every field the heuristic
