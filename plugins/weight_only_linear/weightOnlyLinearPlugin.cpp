@@ -458,11 +458,8 @@ std::string WeightOnlyLinearPlugin::offeredTactics() const
     for (int32_t id = 0; id < count; ++id)
     {
         trt_woq_candidate_info c{};
-        auto const has = [](uint32_t mask, int32_t value) { return (mask & (1u << value)) != 0; };
-        bool const serves = trt_woq_linear_candidate_info(id, &c) == TRT_WOQ_OK
-            && has(c.weight_formats, p.weight_format) && has(c.act_modes, p.act_mode)
-            && has(c.ops, TRT_WOQ_OP_LINEAR) && has(c.epilogues, p.epilogue);
-        if (serves)
+        if (trt_woq_linear_candidate_serves(id, &p) == TRT_WOQ_OK
+            && trt_woq_linear_candidate_info(id, &c) == TRT_WOQ_OK)
         {
             offered += (offered.empty() ? "" : ", ") + std::string(c.name) + " = "
                 + std::to_string(trt_woq_linear_candidate_tactic(id));

@@ -27,7 +27,7 @@ from trt_woq._libs import find_library
 
 LIBRARY_NAME = "libtrt_woq_kernels.so"
 PATH_ENV = "TRT_WOQ_KERNELS_PATH"
-ABI_VERSION = 4
+ABI_VERSION = 5
 CANDIDATE_AUTO = -1
 
 
@@ -272,6 +272,8 @@ class Kernels:
             getattr(lib, f"trt_woq_linear_candidate_{lookup}").restype = ctypes.c_int32
         lib.trt_woq_linear_candidate_info.argtypes = [ctypes.c_int32, ctypes.POINTER(CandidateInfo)]
         lib.trt_woq_linear_candidate_info.restype = ctypes.c_int
+        lib.trt_woq_linear_candidate_serves.argtypes = [ctypes.c_int32, pp]
+        lib.trt_woq_linear_candidate_serves.restype = ctypes.c_int
         lib.trt_woq_linear_candidate_supports.argtypes = [ctypes.c_int32, pp, ctypes.c_int32]
         lib.trt_woq_linear_candidate_supports.restype = ctypes.c_int
         lib.trt_woq_linear_dispatch.argtypes = [pp, ctypes.c_int32]
@@ -321,6 +323,11 @@ class Kernels:
         self._check(self._lib.trt_woq_linear_candidate_info(candidate, ctypes.byref(info)),
                     f"candidate_info({candidate})")
         return Serves.from_info(info)
+
+    def serves(self, candidate: int, params: LinearParams) -> Status:
+        """OK when the candidate serves the format, activation mode, op and epilogue of ``params`` (sizes unread),
+        else UNSUPPORTED_OPTION."""
+        return Status(self._lib.trt_woq_linear_candidate_serves(candidate, ctypes.byref(params)))
 
     def supports(self, candidate: int, params: LinearParams, sm: int | None = None) -> Status:
         """The candidate's answer for these sizes as a Status (OK or the reason); never raises for a refusal."""

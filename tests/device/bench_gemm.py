@@ -2,7 +2,8 @@
 LLM shapes, M in {1, 4, 16, 64, 256, 1024, 4096}. CUDA-graph replays of at least 20 launches over rotating buffers
 (more than 200 MB per operand, so the weights come from HBM, not L2), median of 7 replays (trt_woq.bench.time_calls).
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/bench_gemm.py [--quick] [--one M,K,N,cand[,cand...]]
+    TRT_WOQ_GEMM_LIB=BUILD/plugins/kernels/libtrt_woq_kernels_testing.so python3 tests/device/bench_gemm.py [--quick] \
+        [--one M,K,N,name[,name...]]
 
 --one times the given candidates alone; with --eager each runs once outside any graph and nothing is timed (for ncu).
 """
@@ -18,7 +19,7 @@ import torch
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
-from gemm_lib import OK, Gemm, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
+from gemm_lib import OK, Gemm, make_problem, select, with_m  # noqa: E402  (puts python/ on sys.path)
 from trt_woq.bench import copy_bandwidth, time_calls  # noqa: E402
 
 SHAPES = [(4096, 28672), (14336, 4096), (8192, 57344)]  # (K, N)
@@ -93,20 +94,23 @@ def bench_shape(g: Gemm, k: int, n: int, ms, bits=4, group=128, dtype=torch.floa
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only M = 64, 256, 1024, 4096")
-    ap.add_argument("--one", help="M,K,N,candidate[,candidate...]: time these kernels alone (for ncu)")
+    ap.add_argument("--one", help="M,K,N,name[,name...]: time these candidates (names or shell patterns) alone "
+                    "(for ncu)")
     ap.add_argument("--eager", action="store_true", help="with --one: run each once, no timing (ncu)")
     ap.add_argument("--bits", type=int, default=4, help="4, 8 (INT, g128) or 6 (FP6 per channel)")
     ap.add_argument("--ms", help="comma-separated M values (default: all, or --quick's)")
     ap.add_argument("--shapes", help="comma-separated KxN shapes (default: the three LLM shapes)")
-    ap.add_argument("--cands", help="comma-separated candidate ids to time (default: all; the dispatch's pick always)")
+    ap.add_argument("--cands", help="candidate names or shell patterns to time (default: all; the dispatch's pick "
+                    "always)")
     args = ap.parse_args()
     g = Gemm()
     group = -1 if args.bits == 6 else 128
     print(f"device {torch.cuda.get_device_name()} sm {g.sm}; bits {args.bits} group {group}, FP16 activations vs "
           f"cuBLAS FP16")
     if args.one:
-        m, k, n, *only = (int(v) for v in args.one.split(","))
-        bench_shape(g, k, n, [m], bits=args.bits, group=group, only=only, eager=args.eager)
+        m, k, n, *names = args.one.split(",")
+        bench_shape(g, int(k), int(n), [int(m)], bits=args.bits, group=group, only=select(g, ",".join(names)),
+                    eager=args.eager)
         return 0
     # Context: the device-to-device copy bandwidth in this run.
     print(f"d2d copy: {copy_bandwidth() / 1e3:.2f} TB/s (read + write)")
@@ -116,7 +120,7 @@ def main() -> int:
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     for k, n in shapes:
         bench_shape(g, k, n, ms, bits=args.bits, group=group,
-                    cands=None if args.cands is None else [int(c) for c in args.cands.split(",")])
+                    cands=None if args.cands is None else select(g, args.cands))
         torch.cuda.empty_cache()
     return 0
 

@@ -3,10 +3,12 @@ computed on the GPU, outputs poisoned with NaN before each run, plus the dispatc
 shapes. INT8 / INT4 (layout 1) and FP6 E3M2 (layout 2: codes packed by fp6_split_v1, the reference from
 fp6_e3m2.decode). Prints one line per failure and a closing PASSED / FAILED line; exit status 1 on any failure.
 
-    TRT_WOQ_GEMM_LIB=build/libtrt_woq_gemm.so python3 tests/device/gemm_check.py [--bits 4,8,6] [--quick]
+    TRT_WOQ_GEMM_LIB=BUILD/plugins/kernels/libtrt_woq_kernels_testing.so python3 tests/device/gemm_check.py \
+        [--bits 4,8,6] [--quick] [--cands PATTERNS]
 
 --quick: the shape sweep on three of its six shapes and fewer M values (every candidate still runs).
---cands A-B,C: only these candidate ids in the option and shape sweeps (the dispatch and the refusals still run).
+--cands: only the candidates these names or shell patterns match (e.g. 'gemm_wgmma_ws_*') in the option and shape
+sweeps (the dispatch and the refusals still run).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
 from gemm_lib import (INVALID_ARGUMENT, OK, UNSUPPORTED_SHAPE, WORKSPACE, Gemm, Linear, Problem,  # noqa: E402
-                      dequant64, id_list, make_problem, reference, with_m)
+                      dequant64, make_problem, reference, select, with_m)
 
 # Relative Frobenius error and max error relative to max |Y|: one rounding of W to the activation type and one of Y
 # (2^-11 FP16, 2^-8 BF16) bound both with room; a layout or pipeline bug gives errors of order 1.
@@ -86,12 +88,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bits", default="4,8,6", help="weight formats to test: 4, 8 (INT), 6 (FP6); default all")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and M values in the shape sweep")
-    ap.add_argument("--cands", help="candidate ids of the option and shape sweeps, e.g. 25-57,14 (default: all)")
+    ap.add_argument("--cands", help="candidate names or shell patterns of the option and shape sweeps, e.g. "
+                    "'gemm_wgmma_ws_*' (default: all)")
     args = ap.parse_args()
     global ONLY
-    ONLY = set(id_list(args.cands)) if args.cands else None
     formats = {int(b) for b in args.bits.split(",")}
     g = Gemm()
+    ONLY = set(select(g, args.cands)) if args.cands else None
     rng = np.random.default_rng()  # fresh inputs every run
     print(f"sm {g.sm}, {g.count()} GEMM candidates: {[g.name(i) for i in range(g.count())]}", flush=True)
     t0 = time.time()

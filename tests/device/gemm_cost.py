@@ -7,8 +7,9 @@ the fit behind gemm.cu's constants, the pruning of sweep_gemm.py, and the figure
                                                            # libtrt_woq_gemm.so, built for any arch; no GPU needed)
     python3 tests/device/gemm_cost.py score SWEEP.json     # per format / shape / M range: RULE's picks x cuBLAS FP16,
                                                            # the run's 'old' column (--old-lib) and the fastest
-    python3 tests/device/gemm_cost.py fit SWEEP.json       # grid search: the clustered tiles with a per-K-tile
-                                                           # factor, a stream-K term, the sharing constant
+    python3 tests/device/gemm_cost.py fit SWEEP.json       # grid search: a stream-K term and the sharing
+                                                           # constant; then the clustered tiles with a per-K-tile
+                                                           # factor
 
 A tile is (name, tokens T, cluster); its candidates are whole tiles, the tail split and stream-K. Per K tile of one
 CTA (a cluster's CTAs run side by side) it costs (ktile + fp6 + token T) x factor (`c2` for the clustered tiles,
@@ -46,7 +47,7 @@ class Model:
     streamk: float = 0.0  # stream-K's two-piece kernel: this fraction more per K tile (its whole waves too)
 
 
-# gemm.cu's balanced_pick: its constants (kCost) and tiles.
+# gemm.cu's balanced_pick: its constants (kCost) and tiles, in its order.
 RULE = Model()
 RULE_TILES = [Tile("wgmma_ws_256x128x64_s5", 256)] + [Tile(f"wgmma_ws_{t}x128x64_s6", t)
                                                        for t in (144, 160, 176, 192, 224)]
@@ -209,16 +210,19 @@ def main() -> int:
         print(table(rows))
         return 0
     print("the rule:\n" + fmt(score(rows, RULE, RULE_TILES)))
-    best = None
-    for c2, streamk, shared in itertools.product([0.90 + 0.01 * i for i in range(16)], [0.0, 0.01, 0.02, 0.04],
-                                                 [1.0, 2.0, 3.0, 4.0]):
-        model = replace(RULE, c2=c2, streamk=streamk, shared=shared)
-        s = score(rows, model, RULE_TILES + C2_TILES)
-        objective = sum(math.log(d["best/pick"][0]) for d in s.values())
-        if best is None or objective > best[0]:
-            best = (objective, model, s)
-    print(f"best with the clustered tiles: {best[1]}:\n" + fmt(best[2]))
+    grids = (("stream-K and sharing", RULE_TILES, dict(streamk=[0.0, 0.01, 0.02, 0.04], shared=[1.0, 2.0, 3.0, 4.0])),
+             ("with the clustered tiles", RULE_TILES + C2_TILES, dict(c2=[0.90 + 0.02 * i for i in range(8)])))
+    for label, tiles, grid in grids:
+        best = None
+        for values in itertools.product(*grid.values()):
+            model = replace(RULE, **dict(zip(grid, values)))
+            s = score(rows, model, tiles)
+            objective = sum(math.log(d["best/pick"][0]) for d in s.values())
+            if best is None or objective > best[0]:
+                best = (objective, model, s)
+        print(f"best {label}: {best[1]}:\n" + fmt(best[2]))
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

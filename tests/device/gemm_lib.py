@@ -2,12 +2,13 @@
 GEMM's device test and benchmark. Needs torch with CUDA; imported only on the GPU machine.
 
 The library is ``$TRT_WOQ_GEMM_LIB`` (a .so exporting ``trt_woq_gemm_*``: the test library
-libtrt_woq_kernels_testing.so, or the GEMM built alone by tests/device/run_gemm.sh).
+libtrt_woq_kernels_testing.so, which tests/device/run_gemm.sh builds).
 """
 
 from __future__ import annotations
 
 import ctypes
+import fnmatch
 import os
 import sys
 import types
@@ -136,12 +137,17 @@ class Problem:
         return prm
 
 
-def id_list(spec: str) -> list[int]:
-    """Candidate ids from '14,25-57' (ranges inclusive), sorted."""
+def select(g: Gemm, spec: str) -> list[int]:
+    """Candidate ids of `g` named by a comma-separated list of names or shell patterns
+    ('gemm_wgmma_ws_*x128x64_s6*,gemm_wgmma_ws_256x128x64_s5'), sorted. Names survive the ids that additions
+    shift. A pattern that matches nothing is an error (a typo would silently shrink a sweep)."""
+    names = [g.name(i) for i in range(g.count())]
     ids: set[int] = set()
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        ids |= set(range(int(lo), int(hi or lo) + 1))
+    for pat in spec.split(","):
+        hit = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, pat)]
+        if not hit:
+            raise SystemExit(f"no GEMM candidate matches {pat!r}; candidates: {', '.join(names)}")
+        ids |= set(hit)
     return sorted(ids)
 
 

@@ -1,4 +1,4 @@
-"""Device test of the decode kernels (issue 3): exhaustive converter tables and the M <= 16 GEMV against float64.
+"""Device test of the decode kernels (issue 3): exhaustive converter tables and the small-batch GEMV against float64.
 
 Run on a GPU machine from the repository root (tests/device/run_kernels.sh does build + this + sanitizer + bench):
 
@@ -15,6 +15,9 @@ $TRT_WOQ_KERNELS_TESTING_PATH.
    FP16 and BF16. Data are fresh random numbers each run (seed printed), packed by graph_passes' interleaved_v1.pack;
    the reference is float64 X @ ((U - Z) * S) + bias; outputs are poisoned with NaN before each launch. Pass when the
    normwise relative error is below the activation type's tolerance and the largest error below 4x that of max|Y|.
+   The warp-specialized candidates (gemv_ws*) also run M in 1..16 and 17..64 (gemv_ws_nt4) on odd shapes with every
+   group size, zero points, bias, epilogue and activation type (ws_cases; --ws-only: those alone, e.g. under
+   compute-sanitizer racecheck).
 3. Refusals: shapes the layout or the GEMV cannot take come back as the right status, never as a launch.
 
 Prints one line per failure and a final `N passed, N failed`; exits non-zero on any failure.
@@ -40,7 +43,9 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TOL = {"fp16": 2e-3, "bf16": 1.2e-2}
 M_VALUES = (1, 2, 3, 7, 8, 15, 16)
 CLIP = {"clip_min": -0.5, "clip_max": 0.75}
-WS_PREFIX = "gemv_ws"  # the warp-specialized candidates: also every M in 1..16 on odd shapes (ws_cases)
+WS_PREFIX = "gemv_ws"  # the warp-specialized candidates: also M in 1..64 on odd shapes (ws_cases)
+WS_ALL = tuple(range(1, 17)) + (17, 24, 31, 32, 33, 40, 48, 63, 64)  # every M in 1..16, both wide column-tile sets
+WS_M = WS_ALL  # --ws-m: these only
 ALL_CANDIDATES = False  # --all-candidates: also every other family's candidates that accept M <= 16
 ONLY = None  # --candidates: only these GEMV candidates (names) and the dispatch
 
@@ -260,16 +265,17 @@ def gemv_cases(quick: bool, rng: np.random.Generator):
 
 
 def ws_cases(quick: bool):
-    """(m, k, n, bits, group, act, zeros, bias, epilogue) for the warp-specialized candidates: every M in 1..16 on
-    shapes with N an odd multiple of the interleave (a partial last CTA), K = 4160 (a half last chunk and stage) and a
-    K below one stage; every group size, zero points, bias, epilogue and activation type, cycled over M."""
+    """(m, k, n, bits, group, act, zeros, bias, epilogue) for the warp-specialized candidates: every M in 1..16 and M
+    up to 64 around the column-tile sets' edges (17, 31, 33, 63, 64) on shapes with N an odd multiple of the
+    interleave (a partial last CTA), K = 4160 (a half last chunk and stage) and a K below one stage; every group size,
+    zero points, bias, epilogue and activation type, cycled over M."""
     shapes = [(4160, 1028, 4), (192, 4, 4), (4160, 1030, 8), (1536, 258, 8), (8192, 1028, 4)]
     groups = {4: (128, -1, 64, 32), 8: (-1, 64, 32, 128)}
     names = [e.name for e in EPILOGUES]
     cases = []
     i = 0
-    for m in range(1, 17):
-        if quick and m not in (1, 9, 16):
+    for m in WS_M:
+        if quick and m not in (1, 9, 16, 17, 33, 64) and WS_M is WS_ALL:
             continue
         for k, n, bits in shapes:
             group = groups[bits][i % 4]
@@ -281,11 +287,11 @@ def ws_cases(quick: bool):
     return cases
 
 
-def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: bool) -> None:
+def test_gemv(lib: K.Kernels, tally: Tally, rng: np.random.Generator, quick: bool, ws_only: bool = False) -> None:
     ncand = lib.candidate_count()
     sm = K.device_sm()
     t0 = time.time()
-    cases = gemv_cases(quick, rng)
+    cases = [] if ws_only else gemv_cases(quick, rng)
     for m, k, n, bits, group, act, zeros, bias in cases:
         pr = Problem(m, k, n, bits, group, act, zeros, bias, rng)
         tally.check(pr.check_packer(), f"{pr.label()} packer/dequantize_reference agreement")
@@ -348,12 +354,16 @@ def test_refusals(lib: K.Kernels, tally: Tally) -> None:
     expect(K.Status.INVALID_ARGUMENT, "null activation", x=None)
     expect(K.Status.INVALID_ARGUMENT, "misaligned weights", packed_weight=w.data_ptr() + 4)
     expect(K.Status.INVALID_ARGUMENT, "negative n", n=-4)
-    # M > 16: only a GEMM family (another issue) may take it; until one exists auto refuses.
-    p17 = K.make_params(m=17, n=4096, k=4096, bits=4, group_size=128)
+    # M > 16: the GEMV refuses it except the row-copy warp-specialized kernel (gemv_ws_nt4, M <= 64); M > 64 only a
+    # GEMM family may take; where none is built auto refuses.
     gemv_ids = [i for i, nm in enumerate(lib.candidates()) if nm.startswith("gemv")]
-    tally.check(all(lib.supports(i, p17, 90) == K.Status.UNSUPPORTED_SHAPE for i in gemv_ids), "GEMV refuses M=17")
-    if lib.dispatch(p17, 90) == -1:
-        expect(K.Status.UNSUPPORTED_SHAPE, "M=17 with no GEMM family", m=17)
+    for m, wide in ((17, {"gemv_ws_nt4"}), (64, {"gemv_ws_nt4"}), (65, set())):
+        pm = K.make_params(m=m, n=4096, k=4096, bits=4, group_size=128)
+        tally.check(all((lib.supports(i, pm, 90) == K.Status.OK) == (lib.candidate_name(i) in wide) for i in gemv_ids),
+                    f"GEMV refuses M={m} except {sorted(wide)}")
+    p65 = K.make_params(m=65, n=4096, k=4096, bits=4, group_size=128)
+    if lib.dispatch(p65, 90) == -1:
+        expect(K.Status.UNSUPPORTED_SHAPE, "M=65 with no GEMM family", m=65)
     tally.check(all(lib.supports(i, K.make_params(m=1, n=4096, k=4096, bits=4, group_size=128), 75)
                     == K.Status.UNSUPPORTED_ARCH for i in gemv_ids), "GEMV refuses SM75")
 
@@ -364,9 +374,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--all-candidates", action="store_true", help="also run non-GEMV candidates on these problems")
     ap.add_argument("--candidates", help="comma-separated GEMV candidate names: only these (and the dispatch's pick)")
+    ap.add_argument("--ws-only", action="store_true", help="only the warp-specialized cases (e.g. under racecheck)")
+    ap.add_argument("--ws-m", help="comma-separated M values of the warp-specialized cases (default: all of WS_M)")
     args = ap.parse_args()
-    global ALL_CANDIDATES, ONLY
+    global ALL_CANDIDATES, ONLY, WS_M
     ALL_CANDIDATES = args.all_candidates
+    if args.ws_m:
+        WS_M = tuple(int(v) for v in args.ws_m.split(","))
     ONLY = set(args.candidates.split(",")) if args.candidates else None
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}; {torch.cuda.get_device_name()}; library {K.load().path}", flush=True)
@@ -375,9 +389,10 @@ def main() -> int:
     lib = K.load()
     print(f"candidates: {lib.candidates()}", flush=True)
     tally = Tally()
-    test_converters(lib, tally, rng)
-    test_refusals(lib, tally)
-    test_gemv(lib, tally, rng, args.quick)
+    if not args.ws_only:
+        test_converters(lib, tally, rng)
+        test_refusals(lib, tally)
+    test_gemv(lib, tally, rng, args.quick, args.ws_only)
     print(f"{tally.passed} passed, {tally.failed} failed", flush=True)
     return 1 if tally.failed else 0
 

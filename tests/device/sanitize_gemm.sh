@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck and racecheck of every GEMM candidate on small odd problems: builds
 # tests/device/gemm_sanitize.cu against LIB, a library exporting the GEMM's test entries trt_woq_gemm_* (the test
-# library libtrt_woq_kernels_testing.so, or libtrt_woq_gemm.so of run_gemm.sh), and runs it under each tool, logs in
+# library libtrt_woq_kernels_testing.so, which run_gemm.sh builds), and runs it under each tool, logs in
 # OUT_DIR/sanitize_{memcheck,racecheck}.log. Exit status 0 when it built and both tools are clean.
 # Used by run_gemm.sh (step sanitize) and run_all.sh.  Usage: bash tests/device/sanitize_gemm.sh LIB OUT_DIR
 set -u -o pipefail

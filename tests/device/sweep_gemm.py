@@ -4,8 +4,8 @@ docs/kernels_gemm.md.
 
 For each (K, N, bits, M) the candidates that support the problem, the dispatch's pick and cuBLAS FP16 (torch.matmul)
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
-taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, candidate 14 and cuBLAS (with --prune,
-the candidates it keeps). --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by
+taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, the 256 x 128 tile and cuBLAS (with
+--prune, the candidates it keeps). --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by
 that library (its own kernels) in the same interleaved timing, is the "old" column. --prune R: of the candidates
 the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line
 per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old dispatch and the fastest
@@ -13,7 +13,8 @@ candidate) and a summary per (bits, shape, M range) with the geometric mean and 
 --json.
 
     export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
-    python3 tests/device/sweep_gemm.py --json sweep.json [--old-lib /tmp/old/libtrt_woq_gemm.so]
+    python3 tests/device/sweep_gemm.py --json sweep.json [--old-lib /tmp/old/libtrt_woq_kernels_testing.so] \
+        [--cands 'gemm_wgmma_ws_*x128x64_s6_c2*,gemm_wgmma_ws_256x128x64_s5']
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 
 import gemm_cost  # noqa: E402
-from gemm_lib import OK, Gemm, id_list, make_problem, with_m  # noqa: E402  (puts python/ on sys.path)
+from gemm_lib import OK, Gemm, make_problem, select, with_m  # noqa: E402  (puts python/ on sys.path)
 from trt_woq.bench import SHAPES, dumps, time_interleaved  # noqa: E402
 
 MS = [129, 144, 160, 192, 224, 256, 288, 320, 333, 384, 448, 512, 576, 640, 768, 896, 1000, 1023, 1024]
-# The warp-specialized tiles for M > 128: 256 x 128 (14, 15, 22), 128 x 256 (16, 17, 23), 256 x 128 in clusters of 2
-# (20, 21), the balanced token tiles (25-39), the 256 x 128 tile with two wgmma groups in flight (40-42), the balanced
-# tiles in clusters of 2 (43-57).
-SM90_CANDIDATES = [14, 15, 16, 17, 20, 21, 22, 23] + list(range(25, 58))
+# The warp-specialized tiles for M > 128 (names or shell patterns, gemm_lib.select): 256 x 128 (with two wgmma groups
+# in flight: _d2; in clusters of 2: _c2), 128 x 256 and the balanced token tiles (T = 144 .. 224, clustered too).
+SM90_CANDIDATES = "gemm_wgmma_ws_256x128x64_s5*,gemm_wgmma_ws_128x256x64_s6*,gemm_wgmma_ws_*x128x64_s6*"
+BIG_TILE = "gemm_wgmma_ws_256x128x64_s5"  # the one candidate timed at the --big-ms without --prune
 BIG_MS = [2048, 4096]
 RANGES = ((129, 1023), (1024, None))
 WEIGHT_FORMATS = {4: 128, 8: -1, 6: -1}  # bits -> group size
@@ -60,7 +61,7 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
     rows = []
     modelled = {f"gemm_{t.name}{v}" for t in MODEL_TILES for v in gemm_cost.VARIANTS.values()}
     for m in ms:
-        m_cands = cands if m not in BIG_MS or prune else [14]
+        m_cands = cands if m not in BIG_MS or prune else select(g, BIG_TILE)
         if prune:
             near = set(gemm_cost.ranked(gemm_cost.RULE, MODEL_TILES, m, n, k, bits, prune))
             m_cands = [c for c in m_cands if g.name(c) in near or g.name(c) not in modelled]
@@ -158,7 +159,8 @@ def main() -> int:
     ap.add_argument("--ms", help="comma-separated M values (default: 129 .. 1024, 19 values, then 2048, 4096)")
     ap.add_argument("--shapes", help="KxN,... (default: trt_woq.bench's eight)")
     ap.add_argument("--bits", default="4,8,6")
-    ap.add_argument("--cands", help="candidate ids, e.g. 14,25-57 (default: the ws tiles for M > 128)")
+    ap.add_argument("--cands", help="candidate names or shell patterns, e.g. 'gemm_wgmma_ws_*_c2*' (default: the ws "
+                    "tiles for M > 128)")
     ap.add_argument("--old-lib", help="a GEMM library whose dispatch is the 'old' column")
     ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--prune", type=float, help="time only the modelled candidates within this factor of the lowest")
@@ -169,7 +171,7 @@ def main() -> int:
     l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
     ms = MS + BIG_MS if not args.ms else [int(m) for m in args.ms.split(",")]
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    cands = SM90_CANDIDATES if not args.cands else id_list(args.cands)
+    cands = select(g, args.cands or SM90_CANDIDATES)
     print(f"device {torch.cuda.get_device_name()} sm {g.sm}; FP16 activations; cuBLAS FP16 vs every candidate",
           flush=True)
     rows = []

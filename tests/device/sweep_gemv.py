@@ -1,4 +1,4 @@
-"""Small-batch sweep: chosen GEMV candidates and the dispatch's pick against cuBLAS FP16 and Marlin over M = 1..16 on
+"""Small-batch sweep: chosen GEMV candidates and the dispatch's pick against cuBLAS FP16 and Marlin over M = 1..64 on
 the standard shapes, INT4 g128 and INT8 per channel (FP6 per channel with --formats fp6_pc), in one process: the data
 behind the GEMV dispatch rule (docs/kernels.md).
 
@@ -27,7 +27,7 @@ FORMATS = {"int4_g128": (4, 128), "int8_pc": (8, -1), "fp6_pc": (6, -1)}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", type=B.parse_shapes, default=B.SHAPES)
-    ap.add_argument("--m", default="1,2,4,8,9,12,16")
+    ap.add_argument("--m", default="1,2,4,8,9,12,16,17,24,32,40,48,64")
     ap.add_argument("--formats", default="int4_g128,int8_pc")
     ap.add_argument("--candidates", default="auto", help="'auto' (the dispatch) and candidate names, comma-separated")
     ap.add_argument("--replays", type=int, default=10)

@@ -20,7 +20,7 @@
 
 namespace trt_woq {
 
-constexpr uint32_t bit(int enum_value) { return 1u << enum_value; }
+constexpr uint32_t bit(int enum_value) { return enum_value >= 0 && enum_value < 32 ? 1u << enum_value : 0u; }
 
 /* What a candidate serves: masks of bit(enum value), as trt_woq_candidate_info reports them. */
 struct Serves {

@@ -267,6 +267,12 @@ trt_woq_status trt_woq_linear_candidate_info(int32_t id, trt_woq_candidate_info*
     return TRT_WOQ_OK;
 }
 
+trt_woq_status trt_woq_linear_candidate_serves(int32_t id, const trt_woq_linear_params* params) {
+    const trt_woq::Candidate* c = candidate_at(id);
+    if (c == nullptr || params == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;
+    return trt_woq::serves(*c, params) ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+}
+
 trt_woq_status trt_woq_linear_candidate_supports(int32_t id, const trt_woq_linear_params* params, int32_t sm) {
     const trt_woq::Candidate* c = candidate_at(id);
     if (c == nullptr) return TRT_WOQ_ERR_INVALID_ARGUMENT;

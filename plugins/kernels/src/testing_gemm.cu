@@ -61,10 +61,7 @@ trt_woq_status trt_woq_gemm_run(int32_t id, const trt_woq_linear_params* p, void
     return launch(id, p, static_cast<cudaStream_t>(stream));
 }
 
-/* "" until the GEMM records a CUDA failure in this thread. */
-const char* trt_woq_gemm_last_cuda_error(void) {
-    const cudaError_t e = last_cuda_error_code();
-    return e == cudaSuccess ? "" : cudaGetErrorName(e);
-}
+/* "" until a CUDA failure is recorded in this thread (the GEMM records through the registry's record_cuda_error). */
+const char* trt_woq_gemm_last_cuda_error(void) { return trt_woq_last_cuda_error(); }
 
 }  // extern "C"

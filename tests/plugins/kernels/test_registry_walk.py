@@ -6,7 +6,7 @@
   tactic) or by tests/device/conv_check.py (every epilogue on every candidate, conv2d), so a new registry entry
   cannot land without its device cases;
 * the registry refuses every combination outside a candidate's masks with UNSUPPORTED_OPTION, so no candidate gets a
-  new format, op or epilogue by accident;
+  new format, op or epilogue by accident, and trt_woq_linear_candidate_serves (the plugin's tactic list) agrees;
 * the shipped library exports exactly the functions of kernels.h; the test library adds only test entries.
 """
 
@@ -97,6 +97,9 @@ def test_combinations_outside_the_masks_are_refused(built_library):
                 continue
             status = lib.supports(i, valid_params(*combo), sm=90)
             assert status == K.Status.UNSUPPORTED_OPTION, f"{info.name} with {as_names(combo)}: {status.name}"
+            assert lib.serves(i, valid_params(*combo)) == K.Status.UNSUPPORTED_OPTION, (info.name, as_names(combo))
+        for combo in served:
+            assert lib.serves(i, valid_params(*combo)) == K.Status.OK, (info.name, as_names(combo))
     unserved = [c for c in itertools.product(*AXES)
                 if not any(c in set(claimed(lib.candidate_info(i))) for i in range(lib.candidate_count()))]
     for combo in unserved:

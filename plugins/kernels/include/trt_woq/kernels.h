@@ -18,7 +18,7 @@ extern "C" {
 
 /* Changes whenever a struct, a signature or the set of functions below changes, or what a value of theirs means;
  * trt_woq_abi_version() returns the library's. */
-#define TRT_WOQ_ABI_VERSION 4
+#define TRT_WOQ_ABI_VERSION 5
 
 typedef enum trt_woq_status {
     TRT_WOQ_OK = 0,
@@ -163,6 +163,11 @@ trt_woq_status trt_woq_linear_candidate_describe(int32_t id, char* buf, size_t b
 
 /* The name and the served (format, activation mode, op, epilogue) masks of candidate `id`. */
 trt_woq_status trt_woq_linear_candidate_info(int32_t id, trt_woq_candidate_info* out);
+
+/* TRT_WOQ_OK when candidate `id` serves the weight format, activation mode, op and epilogue of `params` (the masks
+ * trt_woq_linear_candidate_info() lists), TRT_WOQ_ERR_UNSUPPORTED_OPTION when it does not, INVALID_ARGUMENT for an
+ * unknown id or null params. Sizes are not looked at: which tactics exist for an op, whatever M is. */
+trt_woq_status trt_woq_linear_candidate_serves(int32_t id, const trt_woq_linear_params* params);
 
 /* TRT_WOQ_OK when candidate `id` can run `params` on a device of compute capability sm (e.g. 90), otherwise the
  * reason as a status. Pointers in params are not read; only sizes and options. */

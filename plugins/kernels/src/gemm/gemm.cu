@@ -11,6 +11,8 @@
 #include <cstring>
 #include <string>
 
+#include "../candidates.h"
+#include "../pdl.cuh"
 #include "gemm.h"
 #include "gemm_mma.cuh"
 #include "gemm_wgmma.cuh"
@@ -121,13 +123,6 @@ constexpr int kMaxTailSplitAlone = 4;  // heuristic: most slices of a tail split
 constexpr int kPdlMaxWaves = 4;        // ws launches that share tiles after fewer whole waves overlap the clearing
 // CTAs (cluster units) of warp-specialized tile `t` that run at once on kSms SMs: one wave.
 int64_t ws_wave(const TileConfig& t) { return kSms * ws_ctas_per_sm(t.bm) / t.cluster; }
-
-thread_local cudaError_t g_last_cuda_code = cudaSuccess;
-
-trt_woq_status cuda_fail(cudaError_t e) {
-    g_last_cuda_code = e;
-    return TRT_WOQ_ERR_CUDA;
-}
 
 int smem_bytes(const TileConfig& t, int bits) {
     const int inter = bits == 8 ? 2 : 4;
@@ -269,9 +264,9 @@ size_t workspace_bytes(int id, const trt_woq_linear_params& p) {
     return size_t(plan.split) * size_t(p.m) * size_t(p.n) * sizeof(float);
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory in clusters of `cluster` CTAs along x (`pdl`: as a
-// programmatic dependent of the stream's previous kernel, which must trigger it: ws_clear_flags), raising the
-// kernel's limit once per device first (`done_mask`: the caller's static, one per kernel instantiation, bit i =
+// Launches `kernel` (launch_ex: clusters of `cluster` CTAs along x; `pdl`: as a programmatic dependent of the
+// stream's previous kernel, which must trigger it: ws_clear_flags) with `smem` bytes of dynamic shared memory, raising
+// the kernel's limit once per device first (`done_mask`: the caller's static, one per kernel instantiation, bit i =
 // device i done).
 template <typename... Params>
 trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem,
@@ -279,36 +274,14 @@ trt_woq_status launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, 
                              const Params&... params) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return cuda_fail(e);
+    if (e != cudaSuccess) return record_cuda_error(e);
     const uint64_t bit = uint64_t(1) << (dev & 63);
     if (!(done_mask.load(std::memory_order_relaxed) & bit)) {
         e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return cuda_fail(e);
+        if (e != cudaSuccess) return record_cuda_error(e);
         done_mask.fetch_or(bit);
     }
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attr[2];
-    config.attrs = attr;
-    if (cluster > 1) {
-        attr[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
-        attr[config.numAttrs].val.clusterDim.x = cluster;
-        attr[config.numAttrs].val.clusterDim.y = 1;
-        attr[config.numAttrs].val.clusterDim.z = 1;
-        ++config.numAttrs;
-    }
-    if (pdl) {
-        attr[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        ++config.numAttrs;
-    }
-    e = cudaLaunchKernelEx(&config, kernel, params...);
-    if (e == cudaSuccess) e = cudaGetLastError();
-    if (e != cudaSuccess) return cuda_fail(e);
-    return TRT_WOQ_OK;
+    return launch_ex(kernel, grid, dim3(threads), smem, cluster, pdl, stream, params...);
 }
 
 template <int BM, int BN, int WM, int WN, int STAGES, int BITS, typename T, int MIN_CTAS = 1>
@@ -363,12 +336,10 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
 // Zeroes the shared tiles' counters before a ws launch that shares tiles (the workspace may be shared, so every
 // launch). It lets that launch start at once where it is a programmatic dependent (launch_wgmma_ws: before few
 // whole waves): the ws kernel's K loop then runs while this one clears, and only its counter accesses wait for it
-// (grid_dependency_wait), so the clearing costs no serialized launch latency as a memset before the kernel did.
+// (pdl_wait), so the clearing costs no serialized launch latency as a memset before the kernel did.
 // Defined here, not in gemm_wgmma_ws.cuh: other translation units include that header.
 __global__ void ws_clear_flags(unsigned int* flags, int n) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+    pdl_launch_dependents();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) flags[i] = 0;
 }
 
@@ -384,11 +355,11 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
     if (!encode_2d(&tmap_x, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.a, args.k, args.m, kBK, TOK / CLUSTER) ||
         !encode_2d(&tmap_w, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b, args.k / 2, args.n / kI, kBK / 2, kCH / kI,
                    row_words))
-        return cuda_fail(cudaErrorInvalidValue);
+        return record_cuda_error(cudaErrorInvalidValue);
     tmap_w2 = tmap_w;
     if (BITS == 6 && !encode_2d(&tmap_w2, CU_TENSOR_MAP_DATA_TYPE_INT32, 4, args.b + args.k / 2, args.k / 4,
                                 args.n / kI, kBK / 4, kCH / kI, row_words, CU_TENSOR_MAP_SWIZZLE_NONE))
-        return cuda_fail(cudaErrorInvalidValue);
+        return record_cuda_error(cudaErrorInvalidValue);
     WsSchedule sched{ceil_div(args.m, TOK), ceil_div(ceil_div(args.n, kCH), CLUSTER), static_cast<int>(plan.dp_tiles),
                      plan.k_tiles_per_split, plan.tile_iters, 1, nullptr, nullptr};
     if (plan.split > 1) {  // the shared tiles' counters start at zero in every launch (the workspace may be shared)
@@ -396,9 +367,10 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
         sched.partials = static_cast<float*>(workspace);
         sched.flags = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + ws_partials_bytes(plan));
         const int flags = static_cast<int>(shared_tiles(plan));
-        ws_clear_flags<<<std::min(ceil_div(flags, 256), kSms), 256, 0, stream>>>(sched.flags, flags);
-        const cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) return cuda_fail(e);
+        const trt_woq_status st =
+            launch_ex(ws_clear_flags, dim3(std::min(ceil_div(flags, 256), kSms)), dim3(256), 0, 1, false, stream,
+                      sched.flags, flags);
+        if (st != TRT_WOQ_OK) return st;
     }
     auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH>;
     const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
@@ -461,12 +433,9 @@ trt_woq_status launch_reduce(const trt_woq_linear_params& p, int split, cudaStre
     const int64_t pairs = p.m * p.n / 2;
     const int threads = 256;
     const int blocks = static_cast<int>(std::min<int64_t>((pairs + threads - 1) / threads, 65535));
-    gemm_splitk_reduce<T><<<blocks, threads, 0, stream>>>(static_cast<const float*>(p.workspace),
-                                                          static_cast<const T*>(p.bias), static_cast<T*>(p.output),
-                                                          static_cast<int>(p.m), static_cast<int>(p.n), split,
-                                                          epilogue_of(p));
-    const cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? TRT_WOQ_OK : cuda_fail(e);
+    return launch_ex(gemm_splitk_reduce<T>, dim3(blocks), dim3(threads), 0, 1, false, stream,
+                     static_cast<const float*>(p.workspace), static_cast<const T*>(p.bias), static_cast<T*>(p.output),
+                     static_cast<int>(p.m), static_cast<int>(p.n), split, epilogue_of(p));
 }
 
 bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
@@ -611,8 +580,6 @@ trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t s) {
     if (r != TRT_WOQ_OK || plan.split < 2 || ws_kernel) return r;
     return bf16 ? launch_reduce<__nv_bfloat16>(*p, plan.split, s) : launch_reduce<half>(*p, plan.split, s);
 }
-
-cudaError_t last_cuda_error_code() { return g_last_cuda_code; }
 
 const char* candidate_name(int id) {
     static const std::array<std::string, kNumCandidates> names = [] {

@@ -25,7 +25,7 @@ int32_t trt_woq_gemm_dispatch(const trt_woq_linear_params* params, int32_t sm);
 /* Launch on `stream`; checks shapes, options, alignment (activation and packed weight 16-byte aligned, the other
  * tensors 4-byte aligned), the arch of the current device, and the workspace. */
 trt_woq_status trt_woq_gemm_run(int32_t id, const trt_woq_linear_params* params, void* stream);
-/* Name of the last CUDA error seen by the GEMM in this thread, "" if none. */
+/* Name of the last CUDA error recorded in this thread (the library's trt_woq_last_cuda_error), "" if none. */
 const char* trt_woq_gemm_last_cuda_error(void);
 
 #ifdef __cplusplus
@@ -43,8 +43,8 @@ const char* candidate_name(int id);
 trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm);
 size_t workspace(int id, const trt_woq_linear_params* p, int sm);
 int heuristic(const trt_woq_linear_params* p, int sm);
+/* A CUDA failure is recorded for trt_woq_last_cuda_error() (candidates.h's record_cuda_error). */
 trt_woq_status launch(int id, const trt_woq_linear_params* p, cudaStream_t stream);
-cudaError_t last_cuda_error_code();
 }  // namespace gemm
 }  // namespace trt_woq
 #endif

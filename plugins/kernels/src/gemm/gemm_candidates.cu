@@ -26,8 +26,7 @@ size_t workspace(const trt_woq_linear_params* p, int32_t sm) {
 
 template <int ID>
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    const trt_woq_status s = gemm::launch(ID, p, stream);
-    return s == TRT_WOQ_ERR_CUDA ? record_cuda_error(gemm::last_cuda_error_code()) : s;
+    return gemm::launch(ID, p, stream);
 }
 
 // The heuristic's pick for `q`, remembered for the last problem of this thread (keyed on every field the heuristic
@@ -48,8 +47,9 @@ int heuristic_pick(const trt_woq_linear_params& q, int32_t sm) {
     return last.pick;
 }
 
-// For M > 16 the GEMM heuristic's pick outranks everything (the GEMV scores up to 100); for M <= 16 it stays a
-// low-ranked fallback behind the GEMV; the other GEMM candidates are fallbacks, always usable by id.
+// For M > 16 the GEMM heuristic's pick outranks every candidate but the ws GEMV where it measured faster (201, at
+// M <= 24; gemv.cu's ws_score); for M <= 16 it stays a low-ranked fallback behind the GEMV; the other GEMM
+// candidates are fallbacks, always usable by id.
 template <int ID>
 int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     const trt_woq_linear_params q = at_least_one_row(p);

@@ -40,6 +40,7 @@
 
 #include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is reached through the runtime, libcuda is not linked)
 
+#include "../pdl.cuh"
 #include "gemm_wgmma.cuh"
 
 namespace trt_woq {
@@ -202,9 +203,6 @@ __device__ __forceinline__ unsigned int flag_acquire_load(const unsigned int* fl
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
     return v;
 }
-// Programmatic dependent launch: waits until the grids this one depends on (gemm.cu's ws_clear_flags) completed and
-// their writes are visible; returns at once in a grid launched without the attribute.
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 // Barrier of the consumer warpgroups only (id 1; 0 is __syncthreads).
 __device__ __forceinline__ void consumers_sync() {
     asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumers * 128) : "memory");
@@ -510,7 +508,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             __threadfence();
             consumers_sync();
             if (ctid == 0) {
-                grid_dependency_wait();  // the counters are cleared
+                pdl_wait();  // the counters are cleared (gemm.cu's ws_clear_flags)
                 flag_release_add(sched.flags + shared_unit * CLUSTER + rank);
             }
             continue;
@@ -518,7 +516,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         if (p.parts > 0) {
             // The tile's tail: wait for its partials, add them in CTA order.
             if (ctid == 0) {
-                grid_dependency_wait();
+                pdl_wait();
                 while (flag_acquire_load(sched.flags + shared_unit * CLUSTER + rank) < unsigned(p.parts))
                     __nanosleep(128);
             }

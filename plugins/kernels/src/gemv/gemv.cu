@@ -75,20 +75,24 @@ bool resident_fits(const trt_woq_linear_params* p, int nt) {
     return resident_smem_bytes(p, p->m > 8 ? 16 : 8, cps) + kMaxWarps / 2 * kStages * part <= kSm90SmemOptin;
 }
 
-template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
-trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
-    if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
-    // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
+/* The checks every GEMV candidate shares: layout 2 (FP6) takes layout 1's INT4 constraints and no zero points
+ * (docs/layouts.md); int indexing inside the kernels; grid.y holds the CTAs of `channels` outputs. */
+trt_woq_status shape_supported(const trt_woq_linear_params* p, int channels) {
     if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
-    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8 && XS != kResidentX)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    if (XS == kResidentX && !resident_fits(p, NT)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    // int indexing inside the kernel; grid.y holds the tiles.
-    if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 8 * NT - 1) / (8 * NT) > 65535) {
+    if (p->k > (1 << 28) || p->n > (1 << 30) || (p->n + channels - 1) / channels > 65535) {
         return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     }
     return TRT_WOQ_OK;
+}
+
+template <int NT, bool CLUSTER, int KPARTS = 1, int XS = kPrivateX>
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
+    if (sm < 80 || (CLUSTER && sm < 90)) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;
+    if (p->m > kMaxM || ((NT == 2 || NT == 6) && p->m > 8 && XS != kResidentX)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (XS == kResidentX && !resident_fits(p, NT)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return shape_supported(p, 8 * NT);
 }
 
 size_t no_workspace(const trt_woq_linear_params*, int32_t) {
@@ -230,25 +234,22 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* The warp-specialized kernel (gemv_ws.cuh): INT4 / INT8 (TMA: FP6 too) on SM 9.0 (sm_90a code), M <= 16; TMA: stages
- * loaded with tensor copies, else one bulk copy per packed row. */
+/* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (INT4,
+ * INT8, FP6; M <= 16); else one bulk copy per packed row (INT4, INT8; M <= 64). */
+template <bool TMA>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    // Layout 2 (FP6): the constraints of layout 1's INT4, no zero points (docs/layouts.md).
-    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && (p->k % 64 != 0 || p->n % 4 != 0 || p->zeros != nullptr)) {
-        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    }
-    if (p->m > kMaxM || p->k > (1 << 28) || p->n > (1 << 30) || (p->n + 127) / 128 > 65535) {
-        return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    }
-    return TRT_WOQ_OK;
+    if (!TMA && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    if (p->m > (TMA ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    return shape_supported(p, kWsChannels);
 }
 
 template <bool TMA>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines.
+    // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines
+    // (M <= 16) or refuse.
     if ((reinterpret_cast<uintptr_t>(p->activation) | reinterpret_cast<uintptr_t>(p->packed_weight)) % 16 != 0) {
-        return launch<4, false>(p, stream);
+        return p->m <= kMaxM ? launch<4, false>(p, stream) : TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
@@ -269,7 +270,12 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * (4096 x 4096: 64 CTAs), several waves (8192 x 57344: 118.6 against 102.2 at M = 1), 8192 x 10240 (28.6 against
  * 24.6), and mixed on 28672 x 8192 (M = 1 / 8: 55.9 / 68.9 against 54.5 / 64.6; M = 4 / 16: 58.7 / 78.2 against 63.8 /
  * 85.1). The tensor-copy kernel (`gemv_wst_nt4`) measured slower than the per-warp pipelines for INT8 on every shape
- * and than the row copies for INT4 on most; it stays selectable by id (score 1). */
+ * and than the row copies for INT4 on most; it stays selectable by id (score 1).
+ * Above M = 16 (one run, INT4 g128, against the GEMM family's pick, score 200): the row copies with 4 column tiles
+ * (score 201) only where they are unsplit as above and M <= 24: 4096 x 28672, M = 17 / 24: 43.9 / 47.8 us against
+ * 48.8 / 47.9; M = 32 / 48 / 64: 53.6 / 81.1 / 101.8 against 47.8 / 48.1 / 48.4; 14336 x 4096 (split 8 ways) M = 17:
+ * 25.2 against 24.8; 8192 x 57344 M = 17: 190.3 against 166.2. Each further 8 rows adds a full column tile of
+ * mma.sync per converted fragment, where the GEMM's wgmma tile of 64 rows costs the same from M = 17 to 64. */
 template <bool TMA>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
@@ -278,6 +284,7 @@ int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
     const bool unsplit = p->k <= 8192 && fills_one_wave(tiles);
+    if (p->m > kMaxM) return unsplit && p->m <= 24 ? 201 : 1;
     const bool split8 = p->k >= 12288 && fills_one_wave(8 * tiles) && (p->m <= 8 || p->m > 12);
     return unsplit || split8 ? 103 : 1;
 }
@@ -313,10 +320,10 @@ const Candidate kGemvCandidates[] = {
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt4_cluster", 4, true, 1, gemv::kResidentX),
     TRT_WOQ_GEMV_CANDIDATE("gemv_mma_xr_nt2_cluster", 2, true, 1, gemv::kResidentX),
     // Warp-specialized: a producer warp's bulk copies into a ring of stages, 4 consumer warps of 32 channels.
-    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<false>,
+    {"gemv_ws_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false>, gemv::no_workspace, gemv::ws_launch<false>,
      gemv::ws_score<false>},
     // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
-    {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports, gemv::no_workspace, gemv::ws_launch<true>,
+    {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports<true>, gemv::no_workspace, gemv::ws_launch<true>,
      gemv::ws_score<true>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);

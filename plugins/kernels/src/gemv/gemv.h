@@ -1,7 +1,7 @@
 /*
- * Internal interface of the small-batch GEMV family (M = 1 .. 16): the launch plan chosen on the host and the
- * per-(bits, activation type) launchers, each compiled in its own translation unit (gemv_i4_f16.cu, ...) so the
- * build runs them in parallel.
+ * Internal interface of the small-batch GEMV family (M = 1 .. 16; the warp-specialized row copies up to 64): the
+ * launch plan chosen on the host and the per-(bits, activation type) launchers, each compiled in its own translation
+ * unit (gemv_i4_f16.cu, ...) so the build runs them in parallel.
  */
 #ifndef TRT_WOQ_GEMV_H
 #define TRT_WOQ_GEMV_H
@@ -48,8 +48,16 @@ trt_woq_status launch_i8_bf16(const Plan& plan, const trt_woq_linear_params* p, 
 trt_woq_status launch_f6_f16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 trt_woq_status launch_f6_bf16(const Plan& plan, const trt_woq_linear_params* p, cudaStream_t stream);
 
-/* The warp-specialized kernel (gemv_ws.cuh; SM90a), INT4 / INT8, either activation type, stages loaded with tensor
- * copies (tma) or one bulk copy per row; sms and smem_per_sm (bytes) describe the device. */
+/* The warp-specialized kernel's CTA: 4 consumer warps of 32 channels and a producer warp (gemv_ws.cuh). */
+constexpr int kWsConsumerWarps = 4;
+constexpr int kWsWarpChannels = 32;  // NT = 4 tiles of 8 per consumer warp
+constexpr int kWsChannels = kWsConsumerWarps * kWsWarpChannels;
+
+/* Largest M of the row-copy kernel (MT = 32 / 64: 4 / 8 activation column tiles per converted weight fragment). */
+constexpr int kWsMaxM = 64;
+
+/* The warp-specialized kernel (gemv_ws.cuh; SM90a), INT4 / INT8 (tensor copies: FP6 too), either activation type,
+ * stages loaded with tensor copies (tma) or one bulk copy per row; sms and smem_per_sm (bytes) describe the device. */
 template <int BITS>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream);
 

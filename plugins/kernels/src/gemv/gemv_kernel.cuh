@@ -229,21 +229,22 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
  * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
  * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
  * slots. C of column tile b: c0/c1 = (tile j, rows 8b + 2q, 8b + 2q + 1), c2/c3 = tile j + 1. */
-/* One tile pair's mma steps for one chunk, k order "paired": one mma takes pair i of two adjacent words 2wp, 2wp + 1
- * of each tile. Pair i of word w is block pair w + 4i (step 2 of the layout), so the mma's B registers are components
- * 2wp, 2wp + 1 of activation vector i: two consecutive registers of one 16-byte shared load, so no register moves
- * are needed to build B. INT4 without fine groups also folds the conversion
- * (convert_word_biased4; the caller corrects with mma_corr). Word pair wp of column tile b accumulates into d[b][wp]:
- * independent chains of kPairs mma. With NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa,
- * rows 8..15 from xb), so the conversion, the costly part, is paid once for 16 rows. */
-template <typename T, int BITS, int NB, bool FINE, bool ZEROS>
-__device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0, const uint4& w1, const uint2& l0,
-                                          const uint2& l1, const uint4* xa, const uint4* xb,
-                                          typename Pair<T>::type z0, typename Pair<T>::type z1,
-                                          typename Pair<T>::type s0, typename Pair<T>::type s1) {
+/* One tile pair's A fragments for one chunk (convert_pair2) and their mma (mma_tile2), k order "paired": one mma
+ * takes pair i of two adjacent words 2wp, 2wp + 1 of each tile. Pair i of word w is block pair w + 4i (step 2 of the
+ * layout), so the mma's B registers are components 2wp, 2wp + 1 of activation vector i: two consecutive registers of
+ * one 16-byte shared load, so no register moves are needed to build B. FOLD (INT4 without fine groups by default)
+ * folds the conversion (convert_word_biased4; the caller corrects with mma_corr). a[wp][i] = the A registers of word
+ * pair wp's mma i; word pair wp of a column tile accumulates into d[wp]: independent chains of kPairs mma. With
+ * NB = 2 (M > 8) each converted A fragment feeds two mma (rows 0..7 from xa, rows 8..15 from xb), so the conversion,
+ * the costly part, is paid once for 16 rows. */
+template <typename T, int BITS, bool FINE, bool ZEROS, bool FOLD = BITS == 4 && !FINE>
+__device__ __forceinline__ void convert_pair2(uint32_t (&a)[2][BITS == 8 ? 2 : 4][4], const uint4& w0, const uint4& w1,
+                                              const uint2& l0, const uint2& l1, typename Pair<T>::type z0,
+                                              typename Pair<T>::type z1, typename Pair<T>::type s0,
+                                              typename Pair<T>::type s1) {
     using P = typename Pair<T>::type;
     constexpr int kPairs = BITS == 8 ? 2 : 4;
-    constexpr bool kFold = BITS == 4 && !FINE;
+    constexpr bool kFold = FOLD;
 #pragma unroll
     for (int wp = 0; wp < 2; ++wp) {
         P p[4][kPairs];  // tile j word 2wp, tile j+1 word 2wp, tile j word 2wp+1, tile j+1 word 2wp+1
@@ -275,16 +276,76 @@ __device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0,
         }
 #pragma unroll
         for (int i = 0; i < kPairs; ++i) {
-            const uint32_t a0 = detail::as_u32(p[0][i]), a1 = detail::as_u32(p[1][i]);
-            const uint32_t a2 = detail::as_u32(p[2][i]), a3 = detail::as_u32(p[3][i]);
-            mma_m16n8k16<T>(d[0][wp], a0, a1, a2, a3, comp(xa[i], 2 * wp), comp(xa[i], 2 * wp + 1));
-            if constexpr (NB == 2) mma_m16n8k16<T>(d[1][wp], a0, a1, a2, a3, comp(xb[i], 2 * wp), comp(xb[i], 2 * wp + 1));
+#pragma unroll
+            for (int u = 0; u < 4; ++u) a[wp][i][u] = detail::as_u32(p[u][i]);
         }
     }
 }
 
+/* Word pair wp's mma of one column tile: A fragments `a` (convert_pair2), B = activation vectors x. */
+template <typename T, int BITS>
+__device__ __forceinline__ void mma_tile2(float (&d)[2][4], const uint32_t (&a)[2][BITS == 8 ? 2 : 4][4],
+                                          const uint4* x) {
+#pragma unroll
+    for (int wp = 0; wp < 2; ++wp) {
+#pragma unroll
+        for (int i = 0; i < (BITS == 8 ? 2 : 4); ++i) {
+            mma_m16n8k16<T>(d[wp], a[wp][i][0], a[wp][i][1], a[wp][i][2], a[wp][i][3], comp(x[i], 2 * wp),
+                            comp(x[i], 2 * wp + 1));
+        }
+    }
+}
+
+template <typename T, int BITS, int NB, bool FINE, bool ZEROS>
+__device__ __forceinline__ void mma_pair2(float (&d)[NB][2][4], const uint4& w0, const uint4& w1, const uint2& l0,
+                                          const uint2& l1, const uint4* xa, const uint4* xb,
+                                          typename Pair<T>::type z0, typename Pair<T>::type z1,
+                                          typename Pair<T>::type s0, typename Pair<T>::type s1) {
+    uint32_t a[2][BITS == 8 ? 2 : 4][4];
+    convert_pair2<T, BITS, FINE, ZEROS>(a, w0, w1, l0, l1, z0, z1, s0, s1);
+    mma_tile2<T, BITS>(d[0], a, xa);
+    if constexpr (NB == 2) mma_tile2<T, BITS>(d[1], a, xb);
+}
+
 /* How scales apply (a template parameter: no per-element branches in the loop). */
 enum ScaleMode { kPerChannel = 0, kChunkGroup = 1, kFineGroup = 2 };
+
+/* Adds one chunk's sums t2 (mma_tile2's two chains) of one column tile to its accumulators: folded INT4 sums
+ * corrected with `corr` (mma_corr) and the zero points zfa / zfb (z - 2^(bits-1)), chunk-group scales sa / sb applied;
+ * TWO: t2 is the accumulators' running state (kept across chunks), copied back. FOLD: the sums come from the folded
+ * conversion (convert_pair2's FOLD). */
+template <typename T, int BITS, int MODE, bool ZEROS, bool TWO, bool FOLD = BITS == 4 && MODE != kFineGroup>
+__device__ __forceinline__ void finish_tile(float (&acc)[4], float (&acc2)[4], const float (&t2)[2][4],
+                                            const float (&corr)[4], float zfa, float zfb, T sa, T sb) {
+    constexpr bool kFold = FOLD;
+    float t[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) t[i] = t2[0][i] + t2[1][i];
+    if constexpr (kFold) {  // biased sums: subtract the offsets' and the zero points' share
+        t[0] -= corr[0];
+        t[1] -= corr[1];
+        t[2] -= corr[0];
+        t[3] -= corr[1];
+        if (ZEROS) {
+            t[0] = fmaf(-zfa, corr[2], t[0]);
+            t[1] = fmaf(-zfa, corr[3], t[1]);
+            t[2] = fmaf(-zfb, corr[2], t[2]);
+            t[3] = fmaf(-zfb, corr[3], t[3]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        if constexpr (TWO) {
+            acc[i] = t2[0][i];
+            acc2[i] = t2[1][i];
+        } else if constexpr (MODE == kChunkGroup) {
+            const float f = to_float(i < 2 ? sa : sb) * (BITS == 6 ? fp6::kBiasScale : 1.0f);
+            acc[i] = fmaf(t[i], f, acc[i]);
+        } else {
+            acc[i] += t[i];
+        }
+    }
+}
 
 /* One chunk of tile pair (j, j + 1): acc[b] / acc2[b] are its accumulators of column tile b (acc2: mma_pair2's second
  * chain, kept across chunks where the chunk's sums need no per-chunk step: plain conversion, scales per channel or on
@@ -314,33 +375,7 @@ __device__ __forceinline__ void chunk_pair(float (*acc)[4], float (*acc2)[4], co
     mma_pair2<T, BITS, NB, MODE == kFineGroup, ZEROS>(t2, w0, w1, l0, l1, xa, xb, z0, z1, s0, s1);
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
-        float t[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) t[i] = t2[b][0][i] + t2[b][1][i];
-        if constexpr (kFold) {  // biased sums: subtract the offsets' and the zero points' share
-            t[0] -= corr[b][0];
-            t[1] -= corr[b][1];
-            t[2] -= corr[b][0];
-            t[3] -= corr[b][1];
-            if (ZEROS) {
-                t[0] = fmaf(-zfa, corr[b][2], t[0]);
-                t[1] = fmaf(-zfa, corr[b][3], t[1]);
-                t[2] = fmaf(-zfb, corr[b][2], t[2]);
-                t[3] = fmaf(-zfb, corr[b][3], t[3]);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            if constexpr (kTwoAcc) {
-                acc[b][i] = t2[b][0][i];
-                acc2[b][i] = t2[b][1][i];
-            } else if constexpr (MODE == kChunkGroup) {
-                const float f = to_float(i < 2 ? sa : sb) * (BITS == 6 ? fp6::kBiasScale : 1.0f);
-                acc[b][i] = fmaf(t[i], f, acc[b][i]);
-            } else {
-                acc[b][i] += t[i];
-            }
-        }
+        finish_tile<T, BITS, MODE, ZEROS, kTwoAcc>(acc[b], acc2[b], t2[b], corr[b], zfa, zfb, sa, sb);
     }
 }
 

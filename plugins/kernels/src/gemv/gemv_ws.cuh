@@ -1,5 +1,5 @@
 /*
- * Warp-specialized small-batch GEMV (M = 1 .. 16, SM90a) for layout 1: one producer warp streams whole packed rows
+ * Warp-specialized small-batch GEMV (M = 1 .. 64, SM90a) for layout 1: one producer warp streams whole packed rows
  * into shared memory with 1D bulk copies (cp.async.bulk, completion counted on an mbarrier), consumer warps convert
  * and multiply on mma.sync m16n8k16 as gemv_kernel.cuh does (chunk_pair: the same conversion, folded INT4
  * correction and scale modes).
@@ -9,7 +9,8 @@
  * weight bytes per chunk). Here the consumers' instruction stream is only shared-memory loads, conversion and mma;
  * the bytes in flight are the ring's (stages x 16 KB per CTA) rather than what each warp's registers and waits allow;
  * and one activation tile per stage serves every consumer warp, so M = 16 costs little more than M = 1 (one converted
- * A fragment feeds both 8-row column tiles).
+ * A fragment feeds both 8-row column tiles). M = 17 .. 64 (row copies): MT = 32 / 64 rows per stage, each converted
+ * fragment feeding 4 / 8 column tiles (the "wide" path below).
  *
  * Work split
  *   grid    = (nsplit, tiles): a CTA owns kWsChannels = 128 output channels (4 consumer warps x 32) and K range
@@ -42,9 +43,6 @@
 namespace trt_woq {
 namespace gemv {
 
-constexpr int kWsConsumerWarps = 4;
-constexpr int kWsWarpChannels = 32;  // NT = 4 tiles of 8 per consumer warp
-constexpr int kWsChannels = kWsConsumerWarps * kWsWarpChannels;
 constexpr int kWsStageWeightBytes = 16384;  // the CTA's packed rows per stage (2 bytes per k and packed row)
 constexpr int kWsHeaderBytes = 2048;  // barriers (256 B), per-channel scales and bias (2 x 128 x 4 B), aligned
 
@@ -81,7 +79,7 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
  * box; tmap_x: the activations, one swizzled box per 64 k; FP6, TMA only: tmap_w2, the rows' 2-bit words) instead of
  * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md). */
 template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
-__global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
+__global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
     gemv_kernel_ws(Args<T> a, WsArgs ws, const __grid_constant__ CUtensorMap tmap_w,
                    const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
@@ -107,6 +105,8 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
     constexpr bool kTwoAcc = !FOLD && MODE != kChunkGroup;
     constexpr bool kFp6 = BITS == 6;
     static_assert(TMA || !kFp6, "FP6 stages are tensor copies");
+    constexpr bool kWide = NB > 2;  // M > 16: row copies, the converted fragments kept across column tiles
+    static_assert(!kWide || !TMA, "M > 16 takes the row copies");
     constexpr uint32_t kXOff = kWsStageWeightBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
 
     extern __shared__ __align__(128) unsigned char smem[];
@@ -137,9 +137,12 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
     }
     __syncthreads();
 
-    float acc[NT][4];
+    // Tile pair p's column tile b accumulates in acc[p * kNB2 + b] (MT <= 16: acc[j + b] for pair (j, j + 1)).
+    constexpr int kNB2 = NB > 2 ? NB : 2;
+    constexpr int kAcc = NT / 2 * kNB2;
+    float acc[kAcc][4];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int j = 0; j < kAcc; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     if (warp == kWsConsumerWarps) {
         // Producer. Packed rows past N are not copied (N % I == 0: a row is wholly inside or past N).
         const int rows = min(kRows, (a.n - cta_base) / I);
@@ -166,8 +169,8 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
             for (int r = lane; r < rows; r += 32) {
                 bulk_copy(st + r * kRowBytes, wrow + static_cast<size_t>(r) * 2 * a.k + 2 * k0, 2 * kb, full0 + 8 * s);
             }
-            if (lane < m) {
-                bulk_copy(st + kWsStageWeightBytes + lane * kXRow, a.x + static_cast<size_t>(lane) * a.k + k0, 2 * kb,
+            for (int r = lane; r < m; r += 32) {
+                bulk_copy(st + kWsStageWeightBytes + r * kXRow, a.x + static_cast<size_t>(r) * a.k + k0, 2 * kb,
                           full0 + 8 * s);
             }
         }
@@ -214,9 +217,10 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
             }
         };
         if constexpr (GROUPED) load_scales(0, sc_next, zc_next);
-        float acc2[kTwoAcc ? NT : 1][4];
+        constexpr bool kAcc2 = kTwoAcc && !kWide;  // wide: every chunk's sums added (acc2 would double acc)
+        float acc2[kAcc2 ? NT : 1][4];
 #pragma unroll
-        for (int j = 0; j < (kTwoAcc ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
+        for (int j = 0; j < (kAcc2 ? NT : 1); ++j) acc2[j][0] = acc2[j][1] = acc2[j][2] = acc2[j][3] = 0.0f;
 
         for (int it = 0; it < nstages; ++it) {
             const int s = it % stages;
@@ -236,44 +240,105 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
                 const int kc0 = k_begin + it * kStageK + ch * KC;
                 if (kc0 >= k_end) break;
                 const bool kv = kc0 + q * BK < k_end;  // K % 64 == 0: a lane block is wholly inside or past K
-                uint4 xa[kVec];
-                uint4 xb[MT == 16 ? kVec : 1];
-#pragma unroll
-                for (int v = 0; v < kVec; ++v) {
-                    // Row r's k kk: padded rows, or (TMA) box kk / 64, row r, 16-byte chunk (kk % 64) / 8 ^ r % 8.
+                // Row r's k kk of this lane: padded rows, or (TMA) box kk / 64, row r, 16-byte chunk
+                // (kk % 64) / 8 ^ r % 8.
+                auto x_at = [&](int r, int v) {
                     const int kk = ch * KC + q * BK + 8 * v;
-                    const uint32_t off = TMA ? (kk >> 6) * MT * 128 + g * 128 + ((((kk & 63) >> 3) ^ (g & 7)) << 4)
-                                             : g * kXRow + kk * 2;
-                    const uint32_t off_b = TMA ? off + 8 * 128 : off + 8 * kXRow;  // row g + 8
-                    xa[v] = g < m && kv ? lds128(xst + off) : make_uint4(0, 0, 0, 0);
-                    if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(xst + off_b) : make_uint4(0, 0, 0, 0);
-                }
-                float corr[NB][4] = {};
-                if constexpr (FOLD) {
-                    mma_corr<T>(corr[0], xa);
-                    if constexpr (NB == 2) mma_corr<T>(corr[1], xb);
-                }
+                    return xst + (TMA ? (kk >> 6) * MT * 128 + r * 128 + ((((kk & 63) >> 3) ^ (r & 7)) << 4)
+                                      : r * kXRow + kk * 2);
+                };
+                if constexpr (kWide) {
+                    // The tile pairs converted once (in full: with 4 to 8 column tiles per fragment the folded
+                    // conversion's saving is smaller than its per-column-tile correction), then each column tile of 8
+                    // rows loaded once per pass and fed to the pass's pairs: one pass over both pairs (MT = 32), or
+                    // one pass per pair (MT = 64: both pairs' fragments and 64 accumulators exceed two CTAs'
+                    // registers; the activations are read twice instead).
+                    constexpr int kPasses = NB > 4 ? NT / 2 : 1;
+                    constexpr int kPP = NT / 2 / kPasses;  // tile pairs per pass
 #pragma unroll
-                for (int j = 0; j < NT; j += 2) {
-                    const uint4 w0 = lds128(st + woff[j] + ch * kStride);
-                    const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
-                    // FP6: the lane's 2-bit words sit at half its 4-bit words' offset in the 2-bit rows.
-                    const uint32_t l_at = st + kWsStageWeightBytes + ch * kStride / 2;
-                    const uint2 l0 = kFp6 ? lds64(l_at + woff[j] / 2) : make_uint2(0, 0);
-                    const uint2 l1 = kFp6 ? lds64(l_at + woff[j + 1] / 2) : make_uint2(0, 0);
-                    const T zero = from_float<T>(0.0f);
-                    const T za = !ZEROS ? zero : GROUPED ? zc[ch * NT + j] : zpc[j];
-                    const T zb = !ZEROS ? zero : GROUPED ? zc[ch * NT + j + 1] : zpc[j + 1];
-                    const T sa = GROUPED ? sc[ch * NT + j] : zero;
-                    const T sb = GROUPED ? sc[ch * NT + j + 1] : zero;
-                    chunk_pair<T, BITS, MODE, ZEROS, NB>(acc + j, acc2 + (kTwoAcc ? j : 0), w0, w1, l0, l1, xa, xb,
-                                                         corr, za, zb, sa, sb);
+                    for (int pass = 0; pass < kPasses; ++pass) {
+                        uint32_t af[kPP][2][BITS == 8 ? 2 : 4][4];
+                        float zf[2 * kPP];
+                        T sab[2 * kPP];
+#pragma unroll
+                        for (int pp = 0; pp < kPP; ++pp) {
+                            const int j = 2 * (pass * kPP + pp);
+                            const uint4 w0 = lds128(st + woff[j] + ch * kStride);
+                            const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
+                            using P = typename Pair<T>::type;
+                            const T zero = from_float<T>(0.0f);
+                            const T za = !ZEROS ? zero : GROUPED ? zc[ch * NT + j] : zpc[j];
+                            const T zb = !ZEROS ? zero : GROUPED ? zc[ch * NT + j + 1] : zpc[j + 1];
+                            zf[2 * pp] = to_float(za) - static_cast<float>(1 << (BITS - 1));
+                            zf[2 * pp + 1] = to_float(zb) - static_cast<float>(1 << (BITS - 1));
+                            sab[2 * pp] = GROUPED ? sc[ch * NT + j] : zero;
+                            sab[2 * pp + 1] = GROUPED ? sc[ch * NT + j + 1] : zero;
+                            const T za2 = from_float<T>(zf[2 * pp]), zb2 = from_float<T>(zf[2 * pp + 1]);
+                            const uint2 none2 = make_uint2(0, 0);  // FP6's 2-bit words: not served here
+                            convert_pair2<T, BITS, MODE == kFineGroup, ZEROS, false>(
+                                af[pp], w0, w1, none2, none2, P(za2, za2), P(zb2, zb2), P(sab[2 * pp], sab[2 * pp]),
+                                P(sab[2 * pp + 1], sab[2 * pp + 1]));
+                        }
+#pragma unroll
+                        for (int b = 0; b < NB; ++b) {
+                            if (8 * b >= m) break;  // warp-uniform: no rows left
+                            uint4 xv[kVec];
+#pragma unroll
+                            for (int v = 0; v < kVec; ++v) {
+                                xv[v] = 8 * b + g < m && kv ? lds128(x_at(8 * b + g, v)) : make_uint4(0, 0, 0, 0);
+                            }
+                            const float none[4] = {};
+#pragma unroll
+                            for (int pp = 0; pp < kPP; ++pp) {
+                                float t2[2][4] = {};
+                                mma_tile2<T, BITS>(t2, af[pp], xv);
+                                float(&d)[4] = acc[(pass * kPP + pp) * kNB2 + b];
+                                finish_tile<T, BITS, MODE, ZEROS, false, false>(d, d, t2, none, zf[2 * pp],
+                                                                                zf[2 * pp + 1], sab[2 * pp],
+                                                                                sab[2 * pp + 1]);
+                            }
+                        }
+                    }
+                } else {
+                    uint4 xa[kVec];
+                    uint4 xb[MT == 16 ? kVec : 1];
+#pragma unroll
+                    for (int v = 0; v < kVec; ++v) {
+                        xa[v] = g < m && kv ? lds128(x_at(g, v)) : make_uint4(0, 0, 0, 0);
+                        if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(x_at(g + 8, v)) : make_uint4(0, 0, 0, 0);
+                    }
+                    float corr[NB][4] = {};
+                    if constexpr (FOLD) {
+                        mma_corr<T>(corr[0], xa);
+                        if constexpr (NB == 2) mma_corr<T>(corr[1], xb);
+                    }
+#pragma unroll
+                    for (int j = 0; j < NT; j += 2) {
+                        const uint4 w0 = lds128(st + woff[j] + ch * kStride);
+                        const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
+                        // FP6: the lane's 2-bit words sit at half its 4-bit words' offset in the 2-bit rows.
+                        const uint32_t l_at = st + kWsStageWeightBytes + ch * kStride / 2;
+                        const uint2 l0 = kFp6 ? lds64(l_at + woff[j] / 2) : make_uint2(0, 0);
+                        const uint2 l1 = kFp6 ? lds64(l_at + woff[j + 1] / 2) : make_uint2(0, 0);
+                        const T zero = from_float<T>(0.0f);
+                        const T za = !ZEROS ? zero : GROUPED ? zc[ch * NT + j] : zpc[j];
+                        const T zb = !ZEROS ? zero : GROUPED ? zc[ch * NT + j + 1] : zpc[j + 1];
+                        const T sa = GROUPED ? sc[ch * NT + j] : zero;
+                        const T sb = GROUPED ? sc[ch * NT + j + 1] : zero;
+                        chunk_pair<T, BITS, MODE, ZEROS, NB>(acc + j, acc2 + (kAcc2 ? j : 0), w0, w1, l0, l1, xa, xb,
+                                                             corr, za, zb, sa, sb);
+                    }
                 }
             }
+            // The release: the producer's next copies into this stage are async-proxy writes, so after __syncwarp
+            // (the warp's reads before lane 0's) lane 0 orders them against the async proxy, then arrives.
             __syncwarp();
-            if (lane == 0) mbar_arrive(empty0 + 8 * s);
+            if (lane == 0) {
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                mbar_arrive(empty0 + 8 * s);
+            }
         }
-        if constexpr (kTwoAcc) {
+        if constexpr (kTwoAcc && !kWide) {
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
 #pragma unroll
@@ -294,10 +359,11 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
             for (int b = 0; b < NB; ++b) {
                 const int c = warp * kWsWarpChannels + 8 * j + g;
                 const int r = 8 * b + 2 * q;
-                fin[r * kWsChannels + c] = acc[j + b][0];
-                fin[(r + 1) * kWsChannels + c] = acc[j + b][1];
-                fin[r * kWsChannels + c + 8] = acc[j + b][2];
-                fin[(r + 1) * kWsChannels + c + 8] = acc[j + b][3];
+                const float* t = acc[j / 2 * kNB2 + b];
+                fin[r * kWsChannels + c] = t[0];
+                fin[(r + 1) * kWsChannels + c] = t[1];
+                fin[r * kWsChannels + c + 8] = t[2];
+                fin[(r + 1) * kWsChannels + c + 8] = t[3];
             }
         }
     }
@@ -311,7 +377,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32)
         sum += chan_bias[c];
         a.y[static_cast<size_t>(row) * a.n + cta_base + c] = from_float<T>(apply_epilogue(sum, a.ep));
     };
-    static_assert(kOutputs * 4 <= kWsStageWeightBytes, "the sums fit in the ring's first stage");
+    static_assert(kOutputs * 4 <= 2 * kWsStageWeightBytes, "the sums fit in the ring (two stages at least)");
     namespace cg = cooperative_groups;
     if (nsplit > 1) {
         // Rank r of the cluster adds slice r of the outputs over every CTA's fin and stores it.
@@ -358,8 +424,8 @@ inline bool tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_b
 
 /* Grid: CTAs of 128 channels; K split over a cluster of nsplit <= 8 CTAs where that fills the CTA slots better (the
  * fraction of the slots of the waves used; the slots of clusters as the occupancy query counts them, since a cluster
- * must fit in one GPC), keeping at least 6 stages per split; ring depth: the stages that fit
- * in half an SM's shared memory (two CTAs per SM), 2 .. 16. */
+ * must fit in one GPC), keeping at least 6 stages per split; ring depth: the stages that fit in the SM's shared memory
+ * shared by the CTAs its registers allow (at most two), 2 .. 16. */
 template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
 trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     const Args<T> a = args_of<T>(p);
@@ -382,14 +448,18 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
         }
     }
     const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA);
-    // Two CTAs per SM: half the SM's shared memory less the per-CTA reserve (1 KB), the header and (TMA) the
-    // alignment of the ring to 1024 bytes.
+    // Two CTAs per SM, or one where the registers allow only one (MT = 64: ~216 per thread; capping them at two
+    // CTAs' share spills): the SM's shared memory shared by those CTAs, less the per-CTA reserve (1 KB), the header
+    // and (TMA) the alignment of the ring to 1024 bytes.
+    int by_regs = 0;
+    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_regs, kernel, (kWsConsumerWarps + 1) * 32, 0);
+    if (err != cudaSuccess) return record_cuda_error(err);
     const size_t fixed = kWsHeaderBytes + (TMA ? 1024 : 0);
-    const size_t budget = static_cast<size_t>(smem_per_sm) / 2 - 1024 - fixed;
+    const size_t budget = static_cast<size_t>(smem_per_sm) / std::min(2, std::max(1, by_regs)) - 1024 - fixed;
     WsArgs ws;
     ws.stages = static_cast<int>(std::max<size_t>(2, std::min<size_t>(16, budget / stage)));
     const size_t smem = fixed + ws.stages * stage;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return record_cuda_error(err);
     int per_sm = 0;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (kWsConsumerWarps + 1) * 32, smem);
@@ -431,8 +501,14 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
                               tmap_w2);
 }
 
+/* Activation rows per column-tile set: 8, 16, then (row copies) 32 and 64. */
 template <typename T, int BITS, int MODE, bool ZEROS, bool TMA>
 trt_woq_status launch_ws_mt(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
+    if constexpr (!TMA) {
+        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA>(p, sms, smem_per_sm, stream);
+        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA>(p, sms, smem_per_sm, stream);
+    }
+    if (p->m > 16) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA>(p, sms, smem_per_sm, stream)
                     : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA>(p, sms, smem_per_sm, stream);
 }
@@ -457,13 +533,14 @@ trt_woq_status launch_ws_typed(const trt_woq_linear_params* p, int sms, int smem
 
 template <int BITS>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream) {
+    const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (BITS == 6 || tma) {
-        return p->act_type == TRT_WOQ_ACT_BF16 ? launch_ws_typed<__nv_bfloat16, BITS, true>(p, sms, smem_per_sm, stream)
-                                               : launch_ws_typed<half, BITS, true>(p, sms, smem_per_sm, stream);
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, true>(p, sms, smem_per_sm, stream);
     }
     if constexpr (BITS != 6) {
-        return p->act_type == TRT_WOQ_ACT_BF16 ? launch_ws_typed<__nv_bfloat16, BITS, false>(p, sms, smem_per_sm, stream)
-                                               : launch_ws_typed<half, BITS, false>(p, sms, smem_per_sm, stream);
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, false>(p, sms, smem_per_sm, stream);
     }
     return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
 }
