@@ -38,7 +38,13 @@ VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "wgmma_nhwc": ("conv_wgmma", K.ConvKOrder.IJC, True),
             "wg64": ("conv_wgmma_t64", K.ConvKOrder.IJC, False),
             "wg128": ("conv_wgmma_t128", K.ConvKOrder.IJC, False),
-            "wg256": ("conv_wgmma_t256", K.ConvKOrder.IJC, False)}
+            "wg256": ("conv_wgmma_t256", K.ConvKOrder.IJC, False),
+            "wgmma_quads": ("conv_wgmma_quads", K.ConvKOrder.IJC, False),
+            "wgmma_scalar": ("conv_wgmma_scalar", K.ConvKOrder.IJC, False),
+            "wgmodel": ("conv_wgmma_model", K.ConvKOrder.IJC, False),
+            "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False)}
+# Columns also timed INT4 + fused SiLU by id (the fused activation's cost on each store; the dispatch's pick always).
+SILU_VARIANTS = ("wgmodel", "wgmma_quads", "wgmma_scalar")
 
 
 def conv_geometry(batch, cin, h, w, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
@@ -130,6 +136,7 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
     and the linear rows; a dict of every figure."""
     torch = _torch()
     cols = {v: VARIANTS[v] for v in (variants or VARIANTS)}
+    silu_cols = [v for v in SILU_VARIANTS if v in cols]
     torch.backends.cudnn.benchmark = True
     lib = K.load()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -140,7 +147,9 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
     ids = {lib.candidate_name(i): i for i in range(lib.candidate_count())}
     header = (f"{'conv (b, in->out, k, hw)':<28}| {'cuDNN NCHW':>10} {'cuDNN CL':>9} | "
               + " ".join(f"{f'{fmt} {v}':>12}" for fmt in ("int8", "int4") for v in cols)
-              + f" | {'int4+silu':>9} {'int4,silu':>9} | {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
+              + f" | {'int4+silu':>9} {'int4,silu':>9} "
+              + "".join(f"{f'{v}+silu':>17} " for v in silu_cols)
+              + f"| {'floor f16/i8/i4':>17} | {'i8 x CL':>7} {'i4 x CL':>7}"
               + " | dispatch")
     log(header)
     for batch, cin, cout, ks, hw in (CONVS if conv_rows is None else [CONVS[i] for i in conv_rows]):
@@ -160,6 +169,9 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
                                                   K.Op.CONV2D, g)
         methods["int4_g128_then_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, op=K.Op.CONV2D,
                                                        conv=g, after=lambda t: silu(t, inplace=True))
+        for v in silu_cols:
+            methods[f"int4_g128_{v}_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, K.Epilogue.SILU,
+                                                           K.Op.CONV2D, geo[v], candidate=ids[cols[v][0]])
         times = dict(zip(methods, time_interleaved(list(methods.values()))))
         t = {k_: (v if not isinstance(v, Exception) else None) for k_, v in times.items()}
         for name in OURS:  # the dispatch's pick, from the same replays (None when its column is not timed)
@@ -176,7 +188,8 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
         log(f"{batch}, {cin}->{cout}, {ks}x{ks}, {hw}x{hw}".ljust(28) + f"| {fmt(t['cudnn_nchw']):>10} "
             f"{fmt(t['cudnn_cl']):>9} | "
             + " ".join(f"{fmt(t[f'{n}_{v}']):>12}" for n in OURS for v in cols)
-            + f" | {fmt(t['int4_g128_silu']):>9} {fmt(t['int4_g128_then_silu']):>9} | "
+            + f" | {fmt(t['int4_g128_silu']):>9} {fmt(t['int4_g128_then_silu']):>9} "
+            + "".join(f"{fmt(t[f'int4_g128_{v}_silu']):>17} " for v in silu_cols) + "| "
             f"{floors['fp16']:5.1f}/{floors['int8']:4.1f}/{floors['int4']:4.1f}     | {ratio('int8_pc')} "
             f"{ratio('int4_g128')} | {picks['int8_pc'][5:]}/{picks['int4_g128'][5:]}")
         row["best_cudnn_us"] = best

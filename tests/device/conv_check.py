@@ -9,10 +9,11 @@ Run on a GPU machine from the repository root after building the kernels (tests/
    BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
    that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
    graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
-2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl, conv_wgmma):
+2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl, conv_wgmma*):
    1x1 / 3x3 / 7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2 (and both), batch 1 to 8, partial
-   channel and pixel tiles, pixel tiles across rows and images, plus real layer shapes whose K is split (over a
-   cluster; conv_wgmma: stream-K); INT8 / INT4 per channel, INT4 g128 (g64), group 32,
+   channel and pixel tiles, pixel tiles across rows and images, output images of 8k, 4k, 2k and odd pixels (conv_wgmma's
+   store widths), plus real layer shapes whose K is split (over a cluster; conv_wgmma: stream-K, its tactics included:
+   token tiles, the wave-filling split, the scalar store); INT8 / INT4 per channel, INT4 g128 (g64), group 32,
    with and without zero points; FP16 and BF16; bias; every epilogue in turn; the weight in K order (c, i, j) with an
    NCHW activation, and in K order (i, j, c) with an NCHW and with an NHWC activation. Reference: torch float64
    conv2d of the dequantized weight (F.pad for the asymmetric pads), independent of the kernels' gathers.
@@ -130,6 +131,7 @@ CONVS = [  # (batch, ic, oc, kernel, (h, w), stride, pads (top, left, bottom, ri
     (2, 128, 32, 7, (15, 13), 2, (3, 3, 3, 3), 1),
     (1, 192, 68, 7, (9, 17), 1, (3, 2, 1, 3), 2),
     (2, 128, 64, 3, (17, 23), 2, (1, 1, 1, 1), 2),
+    (3, 128, 132, 3, (16, 16), 2, (1, 1, 1, 1), 1),
     (3, 320, 132, 1, (5, 9), 2, (0, 0, 0, 0), 1),
     (1, 512, 512, 3, (7, 7), 1, (1, 1, 1, 1), 1),
     (8, 256, 256, 3, (14, 14), 1, (1, 1, 1, 1), 1),

@@ -115,21 +115,26 @@ int32_t score(const trt_woq_linear_params*, int32_t) { return 1; }
 }  // namespace
 }  // namespace conv
 
+// conv_wgmma and its tactics: (name, score, tile, plan, store), see implicit.h.
+#define TRT_WOQ_CONV_WGMMA(NAME, SCORE, TILE, PLAN, STORE)                                                  \
+    {NAME, kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_as<TILE, PLAN, STORE>,          \
+     conv_wgmma::launch_as<TILE, PLAN, STORE>, conv_wgmma::SCORE}
 const Candidate kConvCandidates[] = {
     {"conv_im2col", kIntWeightOnlyConv, conv::supports, conv::workspace, conv::launch, conv::score},
     {"conv_implicit", kIntWeightOnlyConv, conv_implicit::supports, conv_implicit::workspace, conv_implicit::launch,
      conv_implicit::score},
     {"conv_implicit_cl", kIntWeightOnlyConv, conv_implicit_cl::supports, conv_implicit_cl::workspace,
      conv_implicit_cl::launch, conv_implicit_cl::score},
-    {"conv_wgmma", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace, conv_wgmma::launch,
-     conv_wgmma::score},
-    {"conv_wgmma_t64", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_tile<0>,
-     conv_wgmma::launch_tile<0>, conv_wgmma::score_tactic},
-    {"conv_wgmma_t128", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_tile<1>,
-     conv_wgmma::launch_tile<1>, conv_wgmma::score_tactic},
-    {"conv_wgmma_t256", kIntWeightOnlyConv, conv_wgmma::supports, conv_wgmma::workspace_tile<2>,
-     conv_wgmma::launch_tile<2>, conv_wgmma::score_tactic},
+    TRT_WOQ_CONV_WGMMA("conv_wgmma", score, -1, -1, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_t64", score_tactic, 0, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_t128", score_tactic, 1, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_t256", score_tactic, 2, conv_wgmma::kPlanModel, -1),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_model", score_tactic, -1, conv_wgmma::kPlanModel, conv_wgmma::kStoreWidest),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_fill", score_tactic, -1, conv_wgmma::kPlanFill, conv_wgmma::kStoreWidest),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_quads", score_tactic, -1, conv_wgmma::kPlanModel, conv_wgmma::kStoreQuads),
+    TRT_WOQ_CONV_WGMMA("conv_wgmma_scalar", score_tactic, -1, conv_wgmma::kPlanModel, conv_wgmma::kStoreScalar),
 };
+#undef TRT_WOQ_CONV_WGMMA
 const int kConvCandidateCount = sizeof(kConvCandidates) / sizeof(kConvCandidates[0]);
 
 }  // namespace trt_woq

@@ -28,13 +28,20 @@ namespace conv_implicit_cl {
 TRT_WOQ_CONV_CANDIDATE_ENTRIES
 }  // namespace conv_implicit_cl
 namespace conv_wgmma {
-TRT_WOQ_CONV_CANDIDATE_ENTRIES
-/* Tactics (score -1: by id only, e.g. for TensorRT's timing): the plan restricted to token tile TILE (wgmma.cuh's
- * kTiles: 64, 128, 256 pixels); supports() as above. */
-template <int TILE>
-size_t workspace_tile(const trt_woq_linear_params* p, int32_t sm);
-template <int TILE>
-trt_woq_status launch_tile(const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
+int32_t score(const trt_woq_linear_params* p, int32_t sm);
+/* The plans (wgmma.cu) and the NCHW stores (wgmma.cuh, ConvIo::store_mode). */
+constexpr int kPlanModel = 0, kPlanFill = 1;
+constexpr int kStorePairs = 0, kStoreQuads = 1, kStoreScalar = 2;
+constexpr int kStoreWidest = 3;  // a store request: the pairs wherever they fit, else the quads
+/* The candidate (conv_wgmma: <-1, -1, -1>) and its tactics (score_tactic -1: by id only, e.g. for TensorRT's
+ * timing): TILE the token tile (wgmma.cuh's kTiles: 0, 1, 2 for 64, 128, 256 pixels), PLAN kPlanModel or kPlanFill
+ * (the tail split of the cost model, or over a whole wave), STORE kStoreWidest, kStoreQuads or kStoreScalar (never
+ * kStorePairs, which needs images of 16k pixels); -1 the dispatch's choice. supports() as above. */
+template <int TILE, int PLAN, int STORE>
+size_t workspace_as(const trt_woq_linear_params* p, int32_t sm);
+template <int TILE, int PLAN, int STORE>
+trt_woq_status launch_as(const trt_woq_linear_params* p, cudaStream_t stream);
 int32_t score_tactic(const trt_woq_linear_params* p, int32_t sm);
 }  // namespace conv_wgmma
 }  // namespace trt_woq

@@ -2,7 +2,8 @@
  * The conv family's batched 2-D transpose: [batch, rows, cols] -> [batch, cols, rows] through a 32 x 33 shared tile
  * (grid: cols / 32, rows / 32, batch; block 32 x 8). conv_im2col turns its GEMM rows into the NCHW output with it
  * (rows = pixels, cols = channels); conv_implicit_cl turns an NCHW activation into channels-last (rows = channels,
- * cols = pixels).
+ * cols = pixels). conv_wgmma also has it zero its stream-K counters (`clear`, `n_clear`) and launches its kernel as a
+ * programmatic dependent of it (pdl.cuh): the kernel's launch and prologue overlap the transpose.
  */
 #ifndef TRT_WOQ_CONV_TRANSPOSE_CUH
 #define TRT_WOQ_CONV_TRANSPOSE_CUH
@@ -11,12 +12,22 @@
 #include <stdint.h>
 
 #include "candidates.h"
+#include "pdl.cuh"
 
 namespace trt_woq {
 namespace conv {
 
+/* Zeroes n counters with the threads of block 0 and lets a programmatic dependent launch start. */
+__device__ __forceinline__ void clear_counters(unsigned int* counters, int n) {
+    pdl_launch_dependents();
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+        for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += blockDim.x * blockDim.y) counters[i] = 0;
+}
+
 template <typename T>
-__global__ void transpose_kernel(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols) {
+__global__ void transpose_kernel(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols,
+                                 unsigned int* clear, int n_clear) {
+    clear_counters(clear, n_clear);
     __shared__ T tile[32][33];
     const int b = blockIdx.z;
     const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
@@ -34,9 +45,10 @@ __global__ void transpose_kernel(const T* __restrict__ src, T* __restrict__ dst,
 }
 
 template <typename T>
-trt_woq_status transpose(const T* src, T* dst, int batch, int rows, int cols, cudaStream_t stream) {
+trt_woq_status transpose(const T* src, T* dst, int batch, int rows, int cols, cudaStream_t stream,
+                         unsigned int* clear = nullptr, int n_clear = 0) {
     const dim3 grid((cols + 31) / 32, (rows + 31) / 32, batch);
-    transpose_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(src, dst, rows, cols);
+    transpose_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(src, dst, rows, cols, clear, n_clear);
     return check_launch();
 }
 

@@ -2,13 +2,16 @@
  * Host side of candidate `conv_wgmma` (wgmma.cuh: the TMA im2col implicit GEMM on the warp-specialized wgmma
  * kernel): checks, the tile plan, the workspace, the launch.
  *
- * Launch: an NCHW activation is first transposed to channels-last into the workspace (transpose.cuh); the kernel
- * writes the NCHW output with bias and epilogue. Workspace: [NHWC copy of an NCHW input] [stream-K partials] [their
- * counters], each rounded up to 256 bytes.
+ * Launch: an NCHW activation is first transposed to channels-last into the workspace (transpose.cuh), the same
+ * kernel zeroing the stream-K counters (on a channels-last input clear_kernel does that alone); the conv kernel is
+ * launched as a programmatic dependent of it (its first activation load waits for it: ConvIo::load), so its launch
+ * and prologue overlap that kernel. The kernel writes the NCHW output with bias and epilogue (store_mode).
+ * Workspace: [NHWC copy of an NCHW input] [stream-K partials] [their counters], each rounded up to 256 bytes.
  * Plan: the token tile (auto_tile: 128 or 256 pixels x 128 channels; the tactics force one of 64 in clusters of 2,
  * 128, 256), then whole tiles, or the full waves whole and the last partial wave's K tiles shared by a wave of CTAs
- * (stream-K, equal shares of at least 4 K tiles and 1/16 of K), whichever the GEMM's cost model (gemm.cu's
- * CostModel, not refitted to convs) rates lower.
+ * (stream-K, equal shares of at least 4 K tiles and 1/16 of K): on 128-pixel tiles the smallest such share that
+ * keeps the sharing CTAs in one wave, on 256-pixel tiles whichever the GEMM's cost model (gemm.cu's CostModel, not
+ * refitted to convs) rates lower (best_plan).
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -44,7 +47,9 @@ struct Plan {
     double cost;              // modelled microseconds
 };
 
-/* Tile `t` with whole tiles (split 1) or the tail shared in `split` pieces per tile. */
+/* Tile `t` with whole tiles (split 1) or the tail shared in `split` pieces per tile; split 0: the tail shared by a
+ * whole wave (the smallest share, of at least kMinShare K tiles and 1 / kMaxSplit of K, that keeps the sharing CTAs
+ * in one wave). */
 Plan make_plan(int t, const trt_woq_linear_params& p, int split) {
     const TileShape& s = kTiles[t];
     const int k_tiles = static_cast<int>(p.k / gemm::kBK);
@@ -57,9 +62,11 @@ Plan make_plan(int t, const trt_woq_linear_params& p, int split) {
     const double tile_k = s.cluster > 1 ? 0.60 : 0.30 + 0.0019 * s.tok;
     plan.dp = units;
     plan.cost = double(ceil_div(units, wave)) * k_tiles * tile_k;
-    if (split < 2) return plan;
+    if (split == 1) return plan;
     const int64_t dp = units / wave * wave, tail = units - dp;
-    const int share = static_cast<int>(ceil_div(k_tiles, split));
+    const int share = static_cast<int>(
+        split > 1 ? ceil_div(k_tiles, split)
+                  : std::max({ceil_div(tail * k_tiles, wave), int64_t(kMinShare), ceil_div(k_tiles, kMaxSplit)}));
     if (tail == 0 || share < kMinShare || share >= k_tiles || share < ceil_div(tail * k_tiles, wave) ||
         tail * k_tiles >= INT32_MAX) {
         plan.cost = -1;  // not a plan
@@ -79,9 +86,24 @@ int auto_tile(const trt_woq_linear_params& p) {
     return ceil_div(p.m, kTiles[2].tok) * ceil_div(p.n, kChannels) >= 16 ? 2 : 1;
 }
 
-/* Tile `t` (-1: auto_tile) whole or split, whichever the cost model rates lower. */
-Plan best_plan(const trt_woq_linear_params& p, int t) {
-    if (t < 0) t = auto_tile(p);
+/* What a launch runs: the token tile (-1: auto_tile); the plan (kPlanModel: the cost model's, kPlanFill: the tail
+ * shared by a whole wave where that is a plan, -1: the dispatch's, fill on the 128-pixel tile); the store
+ * (ConvIo::store_mode; -1: store_mode()'s choice). */
+struct Options {
+    int tile, plan, store;
+};
+
+/* The plan of `o` (python -m trt_woq.bench_conv's wgfill column against wgmodel, H100, docs/kernels.md: sharing
+ * the tail over a whole wave measured faster on 7 of 9 convs with 128-pixel tiles, 1.4-20 %, where the cost model
+ * (fitted to GEMMs) leaves SMs idle, e.g. 90 of 132 CTAs on 2 x 1280 8x8, 26 on 8 x 1024 1x1, and 1.5-4 % slower on
+ * two (8 x 256 14x14, 1 x 512 7x7); 0.4-2 % slower on the three with 256-pixel tiles, whose partial sums are twice
+ * as large). */
+Plan best_plan(const trt_woq_linear_params& p, const Options& o) {
+    const int t = o.tile >= 0 ? o.tile : auto_tile(p);
+    if (o.plan == kPlanFill || (o.plan < 0 && kTiles[t].tok == 128)) {
+        const Plan f = make_plan(t, p, 0);
+        if (f.cost >= 0 && f.shared_ctas > 0) return f;
+    }
     Plan best = make_plan(t, p, 1);
     for (int split = 2; split <= kMaxSplit; ++split) {
         const Plan c = make_plan(t, p, split);
@@ -152,10 +174,26 @@ bool encode_weights(CUtensorMap* map, const trt_woq_linear_params& p, int inter)
 
 bool aligned(const void* ptr, size_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
 
+/* ConvIo::store_mode for `asked` (-1: the dispatch's choice; bench_conv's wgmodel, wgmma_quads and wgmma_scalar
+ * columns, H100, docs/kernels.md): the lane pairs where the image is a multiple of 16 pixels (and the output 32-byte
+ * aligned), except with an activation of no transcendental (none, ReLU, Clip) on 256-pixel tiles, where the quads'
+ * whole-line stores measured up to 8 % faster (8 x 256 56x56) and the pairs' 16 outputs in flight buy nothing; the
+ * quads elsewhere. kStoreWidest: the pairs wherever they fit. */
+int store_mode(const trt_woq_linear_params& p, int tok, int asked) {
+    if (asked == kStoreQuads || asked == kStoreScalar) return asked;
+    const bool transcendental = p.epilogue == TRT_WOQ_EPILOGUE_SILU || p.epilogue == TRT_WOQ_EPILOGUE_GELU_ERF ||
+                                p.epilogue == TRT_WOQ_EPILOGUE_GELU_TANH;
+    const bool pairs = (p.conv.out_h * p.conv.out_w) % 16 == 0 && aligned(p.output, 32);
+    return pairs && (asked == kStoreWidest || transcendental || tok < 256) ? kStorePairs : kStoreQuads;
+}
+
+/* The stream-K counters alone (conv_wgmma on a channels-last input), letting the conv kernel start at once. */
+__global__ void clear_kernel(unsigned int* counters, int n) { conv::clear_counters(counters, n); }
+
 template <typename T>
-trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream_t stream) {
+trt_woq_status launch_typed(const trt_woq_linear_params* p, Options o, cudaStream_t stream) {
     const trt_woq_conv_geometry& g = p->conv;
-    const Plan plan = best_plan(*p, only);
+    const Plan plan = best_plan(*p, o);
     const Layout lay = layout_of(*p, plan);
     char* ws = static_cast<char*>(p->workspace);
     if (lay.total > 0 && (ws == nullptr || p->workspace_size < lay.total || !aligned(ws, 16)))
@@ -163,23 +201,33 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream
     if (!aligned(p->packed_weight, 16) || !aligned(p->activation, 16) || !aligned(p->scales, 4) ||
         (p->zeros != nullptr && !aligned(p->zeros, 4)) || (p->bias != nullptr && !aligned(p->bias, 2)))
         return TRT_WOQ_ERR_INVALID_ARGUMENT;
-    const void* x = p->activation;
-    if (!g.activation_nhwc) {
-        const trt_woq_status s = conv::transpose(static_cast<const T*>(x), reinterpret_cast<T*>(ws), g.batch,
-                                                 g.in_channels, g.in_h * g.in_w, stream);
-        if (s != TRT_WOQ_OK) return s;
-        x = ws;
-    }
     const TileShape& s = kTiles[plan.tile];
-    const bool int8 = p->weight_format == TRT_WOQ_WEIGHT_INT8;
+    // The shared tiles' counters start at zero in every launch.
+    unsigned int* counters = reinterpret_cast<unsigned int*>(ws + lay.flags);
+    const int n_counters = static_cast<int>((plan.m_tiles * int64_t(plan.n_units) - plan.dp) * s.cluster);
+    const void* x = p->activation;
     Launch l{};
+    if (!g.activation_nhwc) {
+        const trt_woq_status st = conv::transpose(static_cast<const T*>(x), reinterpret_cast<T*>(ws), g.batch,
+                                                  g.in_channels, g.in_h * g.in_w, stream, counters, n_counters);
+        if (st != TRT_WOQ_OK) return st;
+        x = ws;
+        l.programmatic = true;
+    } else if (n_counters > 0) {
+        clear_kernel<<<1, 256, 0, stream>>>(counters, n_counters);
+        const trt_woq_status st = check_launch();
+        if (st != TRT_WOQ_OK) return st;
+        l.programmatic = true;
+    }
+    const bool int8 = p->weight_format == TRT_WOQ_WEIGHT_INT8;
     l.tile = plan.tile;
     l.ctas = static_cast<int>((plan.dp + plan.shared_ctas) * s.cluster);
     if (!encode_im2col(&l.tmap_x, g, p->act_type == TRT_WOQ_ACT_BF16, x, s.tok / s.cluster) ||
         !encode_weights(&l.tmap_w, *p, int8 ? 2 : 4))
         return record_cuda_error(cudaErrorInvalidValue);
-    l.io = {g.in_channels, g.kernel_w, g.out_w, g.out_h * g.out_w, g.stride_h, g.stride_w,
-            g.pad_top,     g.pad_left, g.dilation_h, g.dilation_w};
+    l.io = {g.in_channels, g.kernel_w,   g.out_w,      g.out_h * g.out_w, g.stride_h,
+            g.stride_w,    g.pad_top,    g.pad_left,   g.dilation_h,      g.dilation_w,
+            store_mode(*p, s.tok, o.store)};
     gemm::GemmArgs& a = l.args;
     a.a = x;
     a.b = static_cast<const int32_t*>(p->packed_weight);
@@ -201,10 +249,6 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream
     l.sched = {plan.m_tiles, plan.n_units, static_cast<int>(plan.dp), plan.share, static_cast<int>(p->k / gemm::kBK),
                plan.slot_period, reinterpret_cast<float*>(ws + lay.partials),
                reinterpret_cast<unsigned int*>(ws + lay.flags)};
-    if (plan.shared_ctas > 0) {  // the shared tiles' counters start at zero in every launch
-        const cudaError_t e = cudaMemsetAsync(ws + lay.flags, 0, lay.total - lay.flags, stream);
-        if (e != cudaSuccess) return record_cuda_error(e);
-    }
     const bool bf16 = std::is_same<T, __nv_bfloat16>::value;
     return int8 ? (bf16 ? launch_i8_bf16(l, stream) : launch_i8_f16(l, stream))
                 : (bf16 ? launch_i4_bf16(l, stream) : launch_i4_f16(l, stream));
@@ -212,9 +256,9 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int only, cudaStream
 
 bool in_byte(int v) { return v >= -128 && v <= 127; }
 
-trt_woq_status launch_plan(const trt_woq_linear_params* p, int only, cudaStream_t stream) {
-    return p->act_type == TRT_WOQ_ACT_BF16 ? launch_typed<__nv_bfloat16>(p, only, stream)
-                                           : launch_typed<half>(p, only, stream);
+trt_woq_status launch_plan(const trt_woq_linear_params* p, Options o, cudaStream_t stream) {
+    return p->act_type == TRT_WOQ_ACT_BF16 ? launch_typed<__nv_bfloat16>(p, o, stream)
+                                           : launch_typed<half>(p, o, stream);
 }
 
 }  // namespace
@@ -236,34 +280,38 @@ trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm) {
     return group_ok && fits ? TRT_WOQ_OK : TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
 }
 
-size_t workspace(const trt_woq_linear_params* p, int32_t) { return layout_of(*p, best_plan(*p, -1)).total; }
-
 /* Above conv_implicit_cl (3), conv_implicit (2) and conv_im2col (1) where it measured faster (H100, python -m
  * trt_woq.bench_conv, docs/kernels.md): from 128 output pixels on with M N K >= 2^28. Below that its fixed costs
- * (the transpose, the counters' memset, a K split summed by one CTA per tile) lose to conv_implicit_cl. A 1 x 1
- * kernel on an NCHW input stays with conv_implicit (no transpose). */
+ * (the transpose, a K split summed by one CTA per tile) lose to conv_implicit_cl. A 1 x 1 kernel on an NCHW input
+ * (conv_implicit needs no transpose) from 1024 pixels on (8 x 1024 -> 256 14x14: 18.8 us against 21.6; at 196
+ * pixels 15.4 against 9.6). */
 int32_t score(const trt_woq_linear_params* p, int32_t) {
     const trt_woq_conv_geometry& g = p->conv;
-    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return 0;
-    return p->m >= 128 && double(p->m) * double(p->n) * double(p->k) >= double(1 << 28) ? 5 : 0;
+    const bool big = double(p->m) * double(p->n) * double(p->k) >= double(1 << 28);
+    if (g.kernel_h * g.kernel_w == 1 && !g.activation_nhwc) return p->m >= 1024 && big ? 5 : 0;
+    return p->m >= 128 && big ? 5 : 0;
 }
 
-trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_plan(p, -1, stream); }
-
-template <int TILE>
-size_t workspace_tile(const trt_woq_linear_params* p, int32_t) {
-    return layout_of(*p, best_plan(*p, TILE)).total;
+template <int TILE, int PLAN, int STORE>
+size_t workspace_as(const trt_woq_linear_params* p, int32_t) {
+    return layout_of(*p, best_plan(*p, Options{TILE, PLAN, STORE})).total;
 }
-template <int TILE>
-trt_woq_status launch_tile(const trt_woq_linear_params* p, cudaStream_t stream) {
-    return launch_plan(p, TILE, stream);
+template <int TILE, int PLAN, int STORE>
+trt_woq_status launch_as(const trt_woq_linear_params* p, cudaStream_t stream) {
+    return launch_plan(p, Options{TILE, PLAN, STORE}, stream);
 }
-template size_t workspace_tile<0>(const trt_woq_linear_params*, int32_t);
-template size_t workspace_tile<1>(const trt_woq_linear_params*, int32_t);
-template size_t workspace_tile<2>(const trt_woq_linear_params*, int32_t);
-template trt_woq_status launch_tile<0>(const trt_woq_linear_params*, cudaStream_t);
-template trt_woq_status launch_tile<1>(const trt_woq_linear_params*, cudaStream_t);
-template trt_woq_status launch_tile<2>(const trt_woq_linear_params*, cudaStream_t);
+#define TRT_WOQ_CONV_WGMMA_AS(TILE, PLAN, STORE)                                              \
+    template size_t workspace_as<TILE, PLAN, STORE>(const trt_woq_linear_params*, int32_t); \
+    template trt_woq_status launch_as<TILE, PLAN, STORE>(const trt_woq_linear_params*, cudaStream_t);
+TRT_WOQ_CONV_WGMMA_AS(-1, -1, -1)
+TRT_WOQ_CONV_WGMMA_AS(0, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(1, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(2, kPlanModel, -1)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, kStoreWidest)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanFill, kStoreWidest)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, kStoreQuads)
+TRT_WOQ_CONV_WGMMA_AS(-1, kPlanModel, kStoreScalar)
+#undef TRT_WOQ_CONV_WGMMA_AS
 
 int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }
 
