@@ -1404,20 +1404,26 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
-// (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
-// under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
-// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Up to two waves of 128 x 256 tiles, both as
-// programmatic dependent launches after the quantize kernel (wsp_*: 1-8 us less at N = 4096, M <= 2048); past that
-// the saving is below the run-to-run spread and the plain launch measured as fast or faster. Elsewhere mma.sync, the
-// 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay
-// usable by id.
+// SM90 with per-channel weights, by T, the grid of 128 x 256 tiles (docs/kernels_w8a8.md, "Dispatch"):
+//   * T <= 64 and M > 128, unless K <= 4096 and T <= 32: ping-pong 64 x 256 items in clusters of 2 sharing the
+//     weight lines (wspp_64x256_2x1: 5-15 % faster than the 128-token tiles at 4096 x 4096, M = 333 / 512, and
+//     14336 x 4096, M = 256; as fast up to M = 512 there);
+//   * T < 64 and M <= 128: ping-pong 64 x 128 items on 64-byte rows where K <= 4096 (4096 x 4096, M = 128), else
+//     128 x 128 tiles on 64-byte rows; T < 64 and K <= 4096 (M = 129 .. 256 there): 128 x 128 tiles;
+//   * else the lean kernel on packed lines, 128 x 256 without a cluster, up to two waves of them as a programmatic
+//     dependent launch after the quantize kernel (wsp_*: 1-8 us less at N = 4096, M <= 2048), past that the plain
+//     launch (the saving was below the run-to-run spread there). The ping-pong tiles load a stage of weights per 64
+//     tokens and measured 8-55 % slower than 128 x 256 from M = 768 on at N = 4096.
+// Elsewhere mma.sync, the 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile
+// otherwise. The other tiles stay usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17;
+    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17, kWspp64x256c2 = 19, kWsppr64x128 = 20;
     const int64_t tiles = ctas(p, kTiles[kWsp128x256]);
+    if (tiles <= 64 && p->m > 128 && !(p->k <= 4096 && tiles <= 32)) return kWspp64x256c2;
+    if (tiles < 64 && p->m <= 128 && p->k <= 4096) return kWsppr64x128;
     if (tiles < 64 && (p->m <= 128 || p->k <= 4096)) return kWsp128x128;
     return tiles <= 2 * device_sms() ? kWsp128x256 : kWsc128x256;
 }
