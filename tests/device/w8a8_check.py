@@ -10,9 +10,10 @@
    and the offset correction in float64), plus 333 and 1000 at K = 4096; N not a multiple of the tiles (70, 130,
    258), K of 3 to 64 K tiles (192, 384, 1088, 1152, 4096; the wgmma candidates take K % 128 == 0, so every
    warp-specialized tile there runs K-split slices); and 512 x 4610 per channel at M = 17 / 127 / 333 / 1000,
-   where the warp-specialized tiles fill whole waves and split only the last one; per channel, 4096 x 516 (N % 4 == 0:
-   the 8-byte stores of the lean tiles), 6144 x 130 and 17408 x 70 (the quantize kernel's rows held in registers,
-   two chunks per thread, and rows read twice); group
+   where the warp-specialized tiles fill whole waves and split only the last one; 2048 x 4610 at M = 1000, where
+   the ping-pong tiles' CTAs take two or three items of 16 stages each (both warpgroups, more stages than the
+   ring); per channel, 4096 x 516 (N % 4 == 0: the 8-byte stores of the lean tiles), 6144 x 130 and 17408 x 70
+   (the quantize kernel's rows held in registers, two chunks per thread, and rows read twice); group
    sizes -1/32/64/128/256 where they divide K; symmetric and asymmetric activations; bias on/off; FP16 and BF16.
    Fresh random data each run (seed printed): weights quantized and packed by graph_passes, activations with a
    different magnitude per row and a few outlier channels. Outputs poisoned with NaN before each launch. Pass when
@@ -222,7 +223,8 @@ def main() -> int:
     tally = Tally()
     m_grid, groups = (1, 5, 16, 17, 33, 127, 130, 257), (-1, 32, 64, 128, 256)
     per_channel = (((4096, 516), (17, 127, 333, 1000), (-1,)), ((6144, 130), (17, 127), (-1,)),
-                   ((17408, 70), (17, 33), (-1,)), ((512, 4610), (17, 127, 333, 1000), (-1,)))
+                   ((17408, 70), (17, 33), (-1,)), ((512, 4610), (17, 127, 333, 1000), (-1,)),
+                   ((2048, 4610), (1000,), (-1,)))
     if args.quick:
         shapes = (((1088, 130), (5, 33), (-1, 64)), ((4096, 258), (16, 17, 127, 333, 1000), (-1,))) + per_channel
     else:

@@ -27,6 +27,7 @@
 
 #include "../candidates.h"
 #include "../epilogue.cuh"
+#include "../pdl.cuh"
 #include "../gemm/gemm_wgmma_ws.cuh"  // cp.async / ldmatrix / wgmma / mbarrier / TMA / setmaxnreg, rasterization
 
 namespace trt_woq {
@@ -123,20 +124,6 @@ __device__ __forceinline__ void zero_flags(unsigned* zero, int zero_count) {
         for (int i = threadIdx.x; i < zero_count; i += kQThreads) zero[i] = 0u;
 }
 
-// Programmatic dependent launch (sm_90): the quantize kernels let the GEMM launched after them with
-// `launch_ex(..., programmatic = true, ...)` start at once (its prologue and first weight loads overlap their tail);
-// the GEMM waits for their writes before it reads them. Both are no-ops without such a launch.
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 // Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
 // lanes.
 template <typename T, bool ASYM>
@@ -144,7 +131,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
                                                              float* __restrict__ scales, float* __restrict__ offsets,
                                                              int* __restrict__ sums, int k, int block,
                                                              unsigned* zero, int zero_count) {
-    pdl_trigger();
+    pdl_launch_dependents();  // the GEMM (a programmatic launch) may start: its prologue overlaps this grid
     zero_flags(zero, zero_count);
     const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
     const T* xr = x + (size_t)row * k;
@@ -182,7 +169,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__
                                                            float* __restrict__ scales, float* __restrict__ offsets,
                                                            int* __restrict__ sums, int k, unsigned* zero,
                                                            int zero_count) {
-    pdl_trigger();
+    pdl_launch_dependents();  // the GEMM (a programmatic launch) may start: its prologue overlaps this grid
     zero_flags(zero, zero_count);
     __shared__ float red[2][kQThreads / 32];
     __shared__ int red_sum[kQThreads / 32];
@@ -771,13 +758,14 @@ constexpr int kSmsFallback = 132;              // H100 SXM: the wave when the de
 
 // Stage: codes [BM x 128 k] (kABytes), then weights [BN channels x 128 k] (kBBytes), each as two halves (64-byte
 // rows: k 0..63 then 64..127; packed lines: segment 2 kt then 2 kt + 1 of the weights, the codes undivided).
-template <int WGM, int MT, int BNW>
+// PP (ping-pong): a stage holds one warpgroup's tile, MT * 64 tokens x BNW channels.
+template <int WGM, int MT, int BNW, bool PP = false>
 struct WsLayout {
-    static constexpr int kBM = WGM * MT * 64, kBN = (2 / WGM) * BNW;
+    static constexpr int kBM = (PP ? 1 : WGM) * MT * 64, kBN = PP ? BNW : (2 / WGM) * BNW;
     static constexpr int kABytes = kBM * kWsBK, kBBytes = kBN * kWsBK, kStageBytes = kABytes + kBBytes;
     static constexpr int kFit = (kWsSmem - 1024 - 256) / kStageBytes;
     static constexpr int kStages = kFit < 8 ? kFit : 8;
-    static constexpr int kSmem = kStages * kStageBytes + 16 * kStages + 1024;  // + barriers + alignment slack
+    static constexpr int kSmem = kStages * kStageBytes + 16 * kStages + 16 + 1024;  // + barriers + alignment slack
     static constexpr int kPart = kBM * kBN;  // INT32 sums per partial slot
     static_assert(kStages >= 2 && kABytes % 2048 == 0 && kBBytes % 2048 == 0, "stage geometry");
 };
@@ -785,16 +773,21 @@ struct WsLayout {
 // A warp-specialized configuration: WGM / MT / BNW (WsLayout), the packed-line operand, a cluster of CM M tiles x
 // CN N tiles (the weight lines multicast to the CM CTAs of an N tile, the codes to the CN CTAs of an M tile), and
 // LEAN: one release per consumer warpgroup, the tail counters zeroed by the quantize kernel, and with the line
-// operand 4-channel stores (dequant_store_quads).
-template <int WGM, int MT, int BNW, bool LINES, int CM = 1, int CN = 1, bool LEAN = false>
+// operand 4-channel stores (dequant_store_quads). PP (ping-pong, LEAN only): the consumer warpgroups take the CTA's
+// work items in turn, each item one warpgroup's MT * 64 tokens x BNW channels, so one stores while the other runs
+// its mainloop (WGM is then unused).
+template <int WGM, int MT, int BNW, bool LINES, int CM = 1, int CN = 1, bool LEAN = false, bool PP = false>
 struct WsCfg {
     static constexpr int kWgm = WGM, kMt = MT, kBnw = BNW, kCm = CM, kCn = CN;
-    static constexpr bool kLines = LINES, kLean = LEAN;
+    static constexpr bool kLines = LINES, kLean = LEAN, kPp = PP;
+    static_assert(LEAN || !PP, "ping-pong releases a stage once, from its warpgroup");
 };
-// Arrivals that release one stage use: both consumer warpgroups (each of their threads unless LEAN) of every CTA
-// with this CTA's M tile or N tile.
 template <class C>
-constexpr int kWsReleases = (C::kCm + C::kCn - 1) * 2 * (C::kLean ? 1 : 128);
+using WsLayoutOf = WsLayout<C::kWgm, C::kMt, C::kBnw, C::kPp>;
+// Arrivals that release one stage use: the consumer warpgroups that read it (both, or PP the item's one; each of
+// their threads unless LEAN) of every CTA with this CTA's M tile or N tile.
+template <class C>
+constexpr int kWsReleases = (C::kCm + C::kCn - 1) * (C::kPp ? 1 : 2) * (C::kLean ? 1 : 128);
 
 struct WsArgs {
     EpiArgs epi;
@@ -805,6 +798,8 @@ struct WsArgs {
 };
 
 #ifdef TRT_WOQ_WGMMA
+// Barrier `id` (2, 3: one per consumer warpgroup; 0 is __syncthreads, 1 gemm::consumers_sync) of one warpgroup.
+__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 // Shared-memory descriptor of a K-major tile of 64-byte rows with the 64-byte swizzle: start >> 4, leading offset 1
 // (unused), stride 512 bytes (8 rows), layout type 2 (64B swizzle); + 2 per k32 step (32 bytes).
 __device__ __forceinline__ uint64_t swizzle64_desc(uint32_t smem) {
@@ -827,14 +822,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #ifdef TRT_WOQ_WGMMA
     constexpr int WGM = C::kWgm, MT = C::kMt, BNW = C::kBnw, CM = C::kCm, CN = C::kCn, CLUSTER = CM * CN;
     constexpr bool LINES = C::kLines, LEAN = C::kLean;
-    using L = WsLayout<WGM, MT, BNW>;
+    constexpr bool PP = C::kPp;
+    using L = WsLayoutOf<C>;
     static_assert(!LINES || BNW == 256, "the line operand runs m64n128k32 on the even and on the odd channels");
     static_assert(CLUSTER == 1 || LINES, "the multicast loads shares of the line tile");
     static_assert(LEAN || CN == 1, "activation multicast only in the lean variant");
     constexpr int S = L::kStages;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t base = (gemm::smem_addr(smem_raw) + 1023) & ~1023u;
-    const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S;
+    // PP: order_bar[w] lets warpgroup w start its next mainloop once the other one has issued its last (below).
+    const uint32_t full_bar = base + S * L::kStageBytes, empty_bar = full_bar + 8 * S, order_bar = empty_bar + 8 * S;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
 
     // Work item `item`: a whole unit, or K slice `slice` of a split unit (the CTAs of a cluster take the same
@@ -866,6 +863,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             gemm::mbar_init(full_bar + 8 * s, 1);               // the producer's expect-tx arrival
             gemm::mbar_init(empty_bar + 8 * s, kWsReleases<C>);
         }
+        if constexpr (PP)
+            for (int w = 0; w < 2; ++w) gemm::mbar_init(order_bar + 8 * w, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     if constexpr (CLUSTER > 1)
@@ -949,7 +948,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     gemm::regs_alloc<kWsConsumerRegs>();
     pdl_wait();  // the epilogue reads the quantize kernel's scales and sums, the tail split its zeroed counters
     const int ctid = tid - 128, cw = ctid / 128, wq = warp % 4;
-    const int wm = WGM == 2 ? cw : 0, wn = WGM == 2 ? 0 : cw;  // this warpgroup's token block / channel block
+    // This warpgroup's token block / channel block of the tile (PP: the item is its own).
+    const int wm = !PP && WGM == 2 ? cw : 0, wn = !PP && WGM != 2 ? cw : 0;
+    // The threads that share an item (its partial sums, its split counter): both warpgroups, or PP this one.
+    constexpr int kItemThreads = PP ? 128 : 256;
+    const int itid = PP ? ctid % 128 : ctid;
+    auto item_sync = [&] {
+        if constexpr (PP)
+            warpgroup_sync(2 + cw);
+        else
+            gemm::consumers_sync();
+    };
     // A stage use this warpgroup has read is released in this CTA and in every CTA whose producer writes into it
     // (same M tile or same N tile): by every consumer thread, or (LEAN) by one thread per warpgroup once its
     // wgmma_wait returned (the warpgroup's wgmma groups up to that one are complete, so is their smem read).
@@ -964,8 +973,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // LINES: acc[mt][0 .. BNW / 4) the even channels' sums, [BNW / 4 .. BNW / 2) the odd ones'.
     int acc[MT][BNW / 2];
     int g = 0;  // stage uses so far, as the producer counts them
-    for (int item = first_item; item < items; item += item_step) {
+    int turn = 0;  // PP: this CTA's items so far; item `turn` is warpgroup turn % 2's
+    int order_waits = 0;
+    for (int item = first_item; item < items; item += item_step, ++turn) {
         const Piece q = piece_of(item);
+        if constexpr (PP) {
+            if (turn % 2 != cw) {  // the other warpgroup's: skip its stage uses
+                g += q.kt_end - q.kt_begin;
+                continue;
+            }
+            // Its stage uses follow the other warpgroup's previous item in the ring: wait until that one waited
+            // for all of its own, so no "full" barrier is awaited more than one phase ahead.
+            if (turn > 0) gemm::mbar_wait(order_bar + 8 * cw, order_waits++ & 1);
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -998,6 +1018,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             gemm::wgmma_wait<1>();  // the previous stage's group is done: release its buffers
             if (i > 0) release(g - 1);
         }
+        if (PP && ctid % 128 == 0) gemm::mbar_arrive(order_bar + 8 * (1 - cw));  // the other's mainloop may start
         gemm::wgmma_wait<0>();
         release(g - 1);
 
@@ -1005,25 +1026,25 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             const int c = item - args.dp_tiles;
             unsigned int* flag = args.flags + (q.unit - args.dp_tiles) * CLUSTER + rank;
             if (q.slice < args.split - 1) {  // store this slice's sums, then count it
-                int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + ctid;
+                int* dst = args.partials + (size_t)(c * CLUSTER + rank) * L::kPart + itid;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * 256, acc[mt][j]);
+                    for (int j = 0; j < BNW / 2; ++j) __stcg(dst + (mt * BNW / 2 + j) * kItemThreads, acc[mt][j]);
                 __threadfence();
-                gemm::consumers_sync();
-                if (ctid == 0) gemm::flag_release_add(flag);
+                item_sync();
+                if (itid == 0) gemm::flag_release_add(flag);
                 continue;
             }
-            if (ctid == 0)
+            if (itid == 0)
                 while (gemm::flag_acquire_load(flag) < unsigned(args.split - 1)) __nanosleep(128);
-            gemm::consumers_sync();
+            item_sync();
             for (int z = c - q.slice; z < c; ++z) {
-                const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + ctid;
+                const int* src = args.partials + (size_t)(z * CLUSTER + rank) * L::kPart + itid;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * 256);
+                    for (int j = 0; j < BNW / 2; ++j) acc[mt][j] += __ldcg(src + (mt * BNW / 2 + j) * kItemThreads);
             }
         }
         visit_epilogue(args.epi.act, [&](auto kind) {
@@ -1059,6 +1080,7 @@ struct Tile {
     int cm = 1, cn = 1;  // kWsLines: a cluster of cm neighbouring M tiles (sharing weights) x cn N tiles (codes)
     bool lean = false;   // warp-specialized: WsCfg's LEAN
     bool pdl = false;    // lean: the GEMM is a programmatic dependent launch after the quantize kernel
+    bool pp = false;     // lean: ping-pong consumers (WsCfg's PP), bm x bn per warpgroup
     constexpr int cluster() const { return cm * cn; }
 };
 constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
@@ -1078,7 +1100,11 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_wsc_128x256_1x2", 128, 256, Kind::kWsLines, 1, 2, true},
                            {"w8a8_wsc_128x256_2x2", 128, 256, Kind::kWsLines, 2, 2, true},
                            {"w8a8_wsp_128x256", 128, 256, Kind::kWsLines, 1, 1, true, true},
-                           {"w8a8_wsp_128x128", 128, 128, Kind::kWs, 1, 1, true, true}};
+                           {"w8a8_wsp_128x128", 128, 128, Kind::kWs, 1, 1, true, true},
+                           {"w8a8_wspp_64x256", 64, 256, Kind::kWsLines, 1, 1, true, true, true},
+                           {"w8a8_wspp_64x256_2x1", 64, 256, Kind::kWsLines, 2, 1, true, true, true},
+                           {"w8a8_wsppr_64x128", 64, 128, Kind::kWs, 1, 1, true, true, true},
+                           {"w8a8_wsppr_64x256", 64, 256, Kind::kWs, 1, 1, true, true, true}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
@@ -1086,6 +1112,12 @@ constexpr int kBN = 128;  // mma.sync tiles
 // Calls f(WsCfg<...>{}) with the configuration of warp-specialized tile t.
 template <typename F>
 auto visit_ws(const Tile& t, F&& f) {
+    if (t.pp) {
+        if (t.kind == Kind::kWs && t.bn == 256) return f(WsCfg<2, 1, 256, false, 1, 1, true, true>{});
+        if (t.kind == Kind::kWs) return f(WsCfg<2, 1, 128, false, 1, 1, true, true>{});
+        if (t.cm == 2) return f(WsCfg<2, 1, 256, true, 2, 1, true, true>{});
+        return f(WsCfg<2, 1, 256, true, 1, 1, true, true>{});
+    }
     if (t.kind == Kind::kWsLines) {
         if (t.lean) {
             if (t.cm == 2 && t.cn == 2) return f(WsCfg<2, 1, 256, true, 2, 2, true>{});
@@ -1136,21 +1168,13 @@ int ws_wave(int tile) {
     if (cluster > 1) {
         const int resident = visit_ws(t, [&](auto c) {
             using C = decltype(c);
-            using L = WsLayout<C::kWgm, C::kMt, C::kBnw>;
+            using L = WsLayoutOf<C>;
             auto kernel = gemm_s8_ws<C, half, false>;
             if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) != cudaSuccess)
                 return 0;
-            cudaLaunchConfig_t config = {};
-            config.gridDim = dim3(unsigned(clusters * cluster));
-            config.blockDim = dim3(kWsThreads);
-            config.dynamicSmemBytes = L::kSmem;
             cudaLaunchAttribute attr;
-            attr.id = cudaLaunchAttributeClusterDimension;
-            attr.val.clusterDim.x = unsigned(cluster);
-            attr.val.clusterDim.y = 1;
-            attr.val.clusterDim.z = 1;
-            config.attrs = &attr;
-            config.numAttrs = 1;
+            const cudaLaunchConfig_t config = cluster_config(dim3(unsigned(clusters * cluster)), dim3(kWsThreads),
+                                                             L::kSmem, unsigned(cluster), nullptr, &attr);
             int n = 0;
             return cudaOccupancyMaxActiveClusters(&n, kernel, &config) == cudaSuccess ? n : 0;
         });
@@ -1243,7 +1267,7 @@ trt_woq_status launch_clustered(void (*kernel)(Params...), int cluster, bool pro
 
 template <class C, typename T, bool ASYM>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, int tile, const EpiArgs& epi, cudaStream_t stream) {
-    using L = WsLayout<C::kWgm, C::kMt, C::kBnw>;
+    using L = WsLayoutOf<C>;
     constexpr int CLUSTER = C::kCm * C::kCn;
     static_assert(L::kBM <= 256 && L::kBN / 2 <= 256, "TMA boxes span at most 256 rows");
     const WsPlan w = ws_plan(p, tile);
@@ -1380,20 +1404,26 @@ trt_woq_status gemm_launch(const trt_woq_linear_params* p, cudaStream_t stream) 
     return asym ? launch_typed<half, true>(p, TILE, stream) : launch_typed<half, false>(p, TILE, stream);
 }
 
-// SM90 with per-channel weights: the lean warp-specialized kernel on packed lines, 128 x 256 without a cluster
-// (fastest or within 5 % of the fastest W8A8 tile from M = 256 on, docs/kernels_w8a8.md), except where its grid is
-// under 64 tiles and M <= 128 or K <= 4096: there the split slices are short or few, and 128 x 128 tiles on 64-byte
-// rows measured faster (4096 x 4096 at M <= 333, N = 4096 at M = 128). Up to two waves of 128 x 256 tiles, both as
-// programmatic dependent launches after the quantize kernel (wsp_*: 1-8 us less at N = 4096, M <= 2048); past that
-// the saving is below the run-to-run spread and the plain launch measured as fast or faster. Elsewhere mma.sync, the
-// 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile otherwise. The other tiles stay
-// usable by id.
+// SM90 with per-channel weights, by T, the grid of 128 x 256 tiles (docs/kernels_w8a8.md, "Dispatch"):
+//   * T <= 64 and M > 128, unless K <= 4096 and T <= 32: ping-pong 64 x 256 items in clusters of 2 sharing the
+//     weight lines (wspp_64x256_2x1: 5-15 % faster than the 128-token tiles at 4096 x 4096, M = 333 / 512, and
+//     14336 x 4096, M = 256; as fast up to M = 512 there);
+//   * T < 64 and M <= 128: ping-pong 64 x 128 items on 64-byte rows where K <= 4096 (4096 x 4096, M = 128), else
+//     128 x 128 tiles on 64-byte rows; T < 64 and K <= 4096 (M = 129 .. 256 there): 128 x 128 tiles;
+//   * else the lean kernel on packed lines, 128 x 256 without a cluster, up to two waves of them as a programmatic
+//     dependent launch after the quantize kernel (wsp_*: 1-8 us less at N = 4096, M <= 2048), past that the plain
+//     launch (the saving was below the run-to-run spread there). The ping-pong tiles load a stage of weights per 64
+//     tokens and measured 8-55 % slower than 128 x 256 from M = 768 on at N = 4096.
+// Elsewhere mma.sync, the 128 x 128 tile when its grid fills the GPU's SMs at least once, the 64 x 128 tile
+// otherwise. The other tiles stay usable by id.
 int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17;
+    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17, kWspp64x256c2 = 19, kWsppr64x128 = 20;
     const int64_t tiles = ctas(p, kTiles[kWsp128x256]);
+    if (tiles <= 64 && p->m > 128 && !(p->k <= 4096 && tiles <= 32)) return kWspp64x256c2;
+    if (tiles < 64 && p->m <= 128 && p->k <= 4096) return kWsppr64x128;
     if (tiles < 64 && (p->m <= 128 || p->k <= 4096)) return kWsp128x128;
     return tiles <= 2 * device_sms() ? kWsp128x256 : kWsc128x256;
 }
@@ -1462,6 +1492,10 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(15),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(16),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(17),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(18),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(19),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(20),
+    TRT_WOQ_W8A8_GEMM_CANDIDATE(21),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 
