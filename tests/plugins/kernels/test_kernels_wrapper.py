@@ -181,7 +181,7 @@ class Raw(NamedTuple):
     (dict(epilogue=6), K.Status.INVALID_ARGUMENT),
     (dict(epilogue=K.Epilogue.CLIP, clip_min=1.0, clip_max=-1.0), K.Status.INVALID_ARGUMENT),
     (dict(epilogue=K.Epilogue.CLIP, clip_min=float("nan"), clip_max=1.0), K.Status.INVALID_ARGUMENT),
-    (dict(m=17), K.Status.UNSUPPORTED_SHAPE),             # the GEMV's M limit
+    (dict(m=65), K.Status.UNSUPPORTED_SHAPE),             # the GEMV's M limit (M = 17..64: gemv_ws_nt4 only, below)
     (dict(), K.Status.OK),
     (dict(k=4160, n=1028, group_size=64), K.Status.OK),   # odd sizes the layout accepts
     (dict(weight_format="int8", n=1026, group_size=-1), K.Status.OK),  # N % 2 for INT8
@@ -198,6 +198,16 @@ def test_gemv_supports(built_library, kw, status):
     assert {lib.supports(i, p, sm=90) for i in gemv} == {status}
     assert lib.supports(gemv[0], K.make_params(m=1, n=4096, k=4096, bits=4, group_size=128), sm=75) == \
         K.Status.UNSUPPORTED_ARCH
+
+
+def test_only_the_ws_gemv_takes_m_17_to_64(built_library):
+    lib = K.Kernels(built_library)
+    gemv = {n: i for i, n in enumerate(lib.candidates()) if n.startswith("gemv")}
+    for m in (17, 33, 64):
+        p = K.make_params(m=m, n=4096, k=4096, weight_format="int4", group_size=128)
+        took = {n for n, i in gemv.items() if lib.supports(i, p, sm=90) == K.Status.OK}
+        assert took == {"gemv_ws_nt4"}, (m, took)
+        assert lib.supports(gemv["gemv_ws_nt4"], p, sm=80) == K.Status.UNSUPPORTED_ARCH
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 7, 8, 15, 16])
