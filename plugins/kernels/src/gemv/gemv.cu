@@ -234,12 +234,11 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
     return 92 + NT / 2 - (CLUSTER ? 0 : 1) - (KPARTS > 1 ? 1 : 0);  // 91 (nt2_kparts4) .. 96 (nt8_cluster)
 }
 
-/* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (INT4,
- * INT8, FP6; M <= 16); else one bulk copy per packed row (INT4, INT8; M <= 64). */
+/* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (M <= 16);
+ * else one bulk copy per packed row (M <= 64). The formats each serves are its registry mask's (FP6: TMA only). */
 template <bool TMA>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    if (!TMA && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     if (p->m > (TMA ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return shape_supported(p, kWsChannels);
 }
