@@ -17,17 +17,10 @@
 namespace trt_woq {
 namespace conv {
 
-/* Zeroes n counters with the threads of block 0 and lets a programmatic dependent launch start. */
-__device__ __forceinline__ void clear_counters(unsigned int* counters, int n) {
-    pdl_launch_dependents();
-    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
-        for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += blockDim.x * blockDim.y) counters[i] = 0;
-}
-
 template <typename T>
 __global__ void transpose_kernel(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols,
                                  unsigned int* clear, int n_clear) {
-    clear_counters(clear, n_clear);
+    pdl_launch_dependents_clearing(clear, n_clear);
     __shared__ T tile[32][33];
     const int b = blockIdx.z;
     const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;

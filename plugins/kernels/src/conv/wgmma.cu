@@ -188,7 +188,7 @@ int store_mode(const trt_woq_linear_params& p, int tok, int asked) {
 }
 
 /* The stream-K counters alone (conv_wgmma on a channels-last input), letting the conv kernel start at once. */
-__global__ void clear_kernel(unsigned int* counters, int n) { conv::clear_counters(counters, n); }
+__global__ void clear_kernel(unsigned int* counters, int n) { pdl_launch_dependents_clearing(counters, n); }
 
 template <typename T>
 trt_woq_status launch_typed(const trt_woq_linear_params* p, Options o, cudaStream_t stream) {

@@ -338,10 +338,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
 // whole waves): the ws kernel's K loop then runs while this one clears, and only its counter accesses wait for it
 // (pdl_wait), so the clearing costs no serialized launch latency as a memset before the kernel did.
 // Defined here, not in gemm_wgmma_ws.cuh: other translation units include that header.
-__global__ void ws_clear_flags(unsigned int* flags, int n) {
-    pdl_launch_dependents();
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) flags[i] = 0;
-}
+__global__ void ws_clear_flags(unsigned int* flags, int n) { pdl_launch_dependents_clearing(flags, n); }
 
 template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {

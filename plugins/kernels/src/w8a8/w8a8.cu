@@ -117,13 +117,6 @@ __device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o,
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// The lean warp-specialized GEMM's tail-split counters, zeroed by the first CTA of the quantize kernel that runs
-// before it on the stream (no memset node of their own).
-__device__ __forceinline__ void zero_flags(unsigned* zero, int zero_count) {
-    if (blockIdx.x == 0)
-        for (int i = threadIdx.x; i < zero_count; i += kQThreads) zero[i] = 0u;
-}
-
 // Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
 // lanes.
 template <typename T, bool ASYM>
@@ -131,8 +124,9 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
                                                              float* __restrict__ scales, float* __restrict__ offsets,
                                                              int* __restrict__ sums, int k, int block,
                                                              unsigned* zero, int zero_count) {
-    pdl_launch_dependents();  // the GEMM (a programmatic launch) may start: its prologue overlaps this grid
-    zero_flags(zero, zero_count);
+    // The GEMM (a programmatic launch) may start, its prologue overlapping this grid; its tail-split counters are
+    // zeroed here (no memset node of their own).
+    pdl_launch_dependents_clearing(zero, zero_count);
     const int row = blockIdx.x, chunks = k / 16, cpb = block / 16;
     const T* xr = x + (size_t)row * k;
     for (int base = 0; base < chunks; base += kQThreads) {
@@ -169,8 +163,9 @@ __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__
                                                            float* __restrict__ scales, float* __restrict__ offsets,
                                                            int* __restrict__ sums, int k, unsigned* zero,
                                                            int zero_count) {
-    pdl_launch_dependents();  // the GEMM (a programmatic launch) may start: its prologue overlaps this grid
-    zero_flags(zero, zero_count);
+    // The GEMM (a programmatic launch) may start, its prologue overlapping this grid; its tail-split counters are
+    // zeroed here (no memset node of their own).
+    pdl_launch_dependents_clearing(zero, zero_count);
     __shared__ float red[2][kQThreads / 32];
     __shared__ int red_sum[kQThreads / 32];
     const int row = blockIdx.x, chunks = k / 16, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
