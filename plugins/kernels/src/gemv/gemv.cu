@@ -235,15 +235,21 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 }
 
 /* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (M <= 16);
- * else one bulk copy per packed row (M <= 64). The formats each serves are its registry mask's (FP6: TMA only). */
-template <bool TMA>
+ * else one bulk copy per packed row (M <= 64). The formats each serves are its registry mask's (FP6: TMA only).
+ * CW = 8 consumer warps / SW (the sum warp): M <= 16, INT4 (row copies) and, with CW = 8, FP6 (tensor copies). */
+template <bool TMA, int CW = kWsConsumerWarps, bool SW = false>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
+    constexpr bool kVariant = CW != kWsConsumerWarps || SW;
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    if (p->m > (TMA ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (kVariant && (p->weight_format == TRT_WOQ_WEIGHT_INT8 ||
+                     (CW == kWsConsumerWarps && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2))) {
+        return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
+    }
+    if (p->m > (TMA || kVariant ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return shape_supported(p, kWsChannels);
 }
 
-template <bool TMA>
+template <bool TMA, int CW = kWsConsumerWarps, bool SW = false>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines
     // (M <= 16) or refuse.
@@ -253,11 +259,14 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    switch (p->weight_format) {
-        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-        default: return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    constexpr bool kVariant = CW != kWsConsumerWarps || SW;
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) return launch_ws<4, CW, SW>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) {
+        if constexpr (CW == kWsConsumerWarps && SW) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;  // supports() refuses it
+        else return launch_ws<6, CW, SW>(p, TMA, dev.sms, dev.smem_per_sm, stream);
     }
+    if constexpr (kVariant) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;  // INT8: supports() refuses it
+    else return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
 }
 
 /* Dispatch preference of the warp-specialized candidates (H100, tests/device/sweep_gemv.py, 8 shapes x M = 1, 2, 4,
@@ -275,9 +284,10 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * 48.8 / 47.9; M = 32 / 48 / 64: 53.6 / 81.1 / 101.8 against 47.8 / 48.1 / 48.4; 14336 x 4096 (split 8 ways) M = 17:
  * 25.2 against 24.8; 8192 x 57344 M = 17: 190.3 against 166.2. Each further 8 rows adds a full column tile of
  * mma.sync per converted fragment, where the GEMM's wgmma tile of 64 rows costs the same from M = 17 to 64. */
-template <bool TMA>
+template <bool TMA, int CW = kWsConsumerWarps, bool SW = false>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
+    if (CW != kWsConsumerWarps || SW) return 1;
     if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
@@ -324,6 +334,12 @@ const Candidate kGemvCandidates[] = {
     // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
     {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports<true>, gemv::no_workspace, gemv::ws_launch<true>,
      gemv::ws_score<true>},
+    // 8 consumer warps (two per 32 channels, even / odd chunks) and the sum warp: INT4 row copies, FP6 tensor copies.
+    {"gemv_ws8_nt4", kWeightOnlyLinear, gemv::ws_supports<false, 8, true>, gemv::no_workspace,
+     gemv::ws_launch<false, 8, true>, gemv::ws_score<false, 8, true>},
+    // 4 consumer warps and the sum warp, INT4.
+    {"gemv_wss_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false, 4, true>, gemv::no_workspace,
+     gemv::ws_launch<false, 4, true>, gemv::ws_score<false, 4, true>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 
