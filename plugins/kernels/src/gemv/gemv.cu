@@ -236,20 +236,17 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 
 /* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (M <= 16);
  * else one bulk copy per packed row (M <= 64). The formats each serves are its registry mask's (FP6: TMA only).
- * CW = 8 consumer warps / SW (the sum warp): M <= 16, INT4 (row copies) and, with CW = 8, FP6 (tensor copies). */
-template <bool TMA, int CW = kWsConsumerWarps, bool SW = false>
+ * SK = 2 (stages of 512 k) / SW (the sum warp): M <= 16, INT4 (row copies). */
+template <bool TMA, int SK = 1, bool SW = false>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
-    constexpr bool kVariant = CW != kWsConsumerWarps || SW;
+    constexpr bool kVariant = SK != 1 || SW;
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    if (kVariant && (p->weight_format == TRT_WOQ_WEIGHT_INT8 ||
-                     (CW == kWsConsumerWarps && p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2))) {
-        return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
-    }
+    if (kVariant && p->weight_format != TRT_WOQ_WEIGHT_INT4) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
     if (p->m > (TMA || kVariant ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return shape_supported(p, kWsChannels);
 }
 
-template <bool TMA, int CW = kWsConsumerWarps, bool SW = false>
+template <bool TMA, int SK = 1, bool SW = false>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines
     // (M <= 16) or refuse.
@@ -259,14 +256,13 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    constexpr bool kVariant = CW != kWsConsumerWarps || SW;
-    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) return launch_ws<4, CW, SW>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-    if (p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2) {
-        if constexpr (CW == kWsConsumerWarps && SW) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;  // supports() refuses it
-        else return launch_ws<6, CW, SW>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) return launch_ws<4, SK, SW>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    if constexpr (SK != 1 || SW) {
+        return TRT_WOQ_ERR_UNSUPPORTED_OPTION;  // INT4 only: supports() refuses the others
+    } else {
+        return p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream)
+                                                           : launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
     }
-    if constexpr (kVariant) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;  // INT8: supports() refuses it
-    else return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
 }
 
 /* Dispatch preference of the warp-specialized candidates (H100, tests/device/sweep_gemv.py, 8 shapes x M = 1, 2, 4,
@@ -284,18 +280,23 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * 48.8 / 47.9; M = 32 / 48 / 64: 53.6 / 81.1 / 101.8 against 47.8 / 48.1 / 48.4; 14336 x 4096 (split 8 ways) M = 17:
  * 25.2 against 24.8; 8192 x 57344 M = 17: 190.3 against 166.2. Each further 8 rows adds a full column tile of
  * mma.sync per converted fragment, where the GEMM's wgmma tile of 64 rows costs the same from M = 17 to 64. */
-template <bool TMA, int CW = kWsConsumerWarps, bool SW = false>
+template <bool TMA, int SK = 1, bool SW = false>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
-    if (CW != kWsConsumerWarps || SW) return 1;
-    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
+    if (sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
+    if (TMA) {  // FP6 at M >= 5 where the CTAs (split 8 ways from K = 12288) cover 80 % of the slots or more
+        const bool wide = 10 * tiles >= 8 * slots || (p->k >= 12288 && 10 * 8 * tiles >= 8 * slots);
+        return p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && p->m >= 5 && wide ? 103 : 1;
+    }
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4) return 1;
     const bool unsplit = p->k <= 8192 && fills_one_wave(tiles);
-    if (p->m > kMaxM) return unsplit && p->m <= 24 ? 201 : 1;
+    if (p->m > kMaxM) return SK == 1 && !SW && unsplit && p->m <= 24 ? 201 : 1;
     const bool split8 = p->k >= 12288 && fills_one_wave(8 * tiles) && (p->m <= 8 || p->m > 12);
-    return unsplit || split8 ? 103 : 1;
+    constexpr bool kPick = SK == 1 && SW;
+    return kPick && (unsplit || split8) ? 103 : 1;
 }
 
 }  // namespace
@@ -334,12 +335,12 @@ const Candidate kGemvCandidates[] = {
     // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
     {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports<true>, gemv::no_workspace, gemv::ws_launch<true>,
      gemv::ws_score<true>},
-    // 8 consumer warps (two per 32 channels, even / odd chunks) and the sum warp: INT4 row copies, FP6 tensor copies.
-    {"gemv_ws8_nt4", kWeightOnlyLinear, gemv::ws_supports<false, 8, true>, gemv::no_workspace,
-     gemv::ws_launch<false, 8, true>, gemv::ws_score<false, 8, true>},
-    // 4 consumer warps and the sum warp, INT4.
-    {"gemv_wss_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false, 4, true>, gemv::no_workspace,
-     gemv::ws_launch<false, 4, true>, gemv::ws_score<false, 4, true>},
+    // The sum warp (the folded conversion's row sums once per stage), INT4.
+    {"gemv_wss_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false, 1, true>, gemv::no_workspace,
+     gemv::ws_launch<false, 1, true>, gemv::ws_score<false, 1, true>},
+    // The same with stages of 512 k: one 1 KB copy per packed row and stage instead of two of 512 B.
+    {"gemv_ws2_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false, 2, true>, gemv::no_workspace,
+     gemv::ws_launch<false, 2, true>, gemv::ws_score<false, 2, true>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

@@ -58,23 +58,25 @@ __host__ __device__ constexpr bool ws_sum_warp(bool sw, int bits, int mode, int 
     return sw && bits == 4 && mode != kFineGroup && mt <= 16;
 }
 
-/* Warps of a CTA: cw consumers, the producer (warp cw), the sum warp (warp cw + 1) if any. */
-__host__ __device__ constexpr int ws_warps(int cw, bool sum) {
-    return cw + 1 + (sum ? 1 : 0);
+/* Warps of a CTA: the consumers, the producer (warp kWsConsumerWarps), the sum warp (the next one) if any. */
+__host__ __device__ constexpr int ws_warps(bool sum) {
+    return kWsConsumerWarps + 1 + (sum ? 1 : 0);
 }
 
-/* Offset of a stage's row sums (the sum warp's output): after the packed rows (FP6: its 4-bit words, then its 2-bit
- * words: 32 rows x 256 B) and the activations of ws_stage_k k. Row copies (TMA = false): m rows, each padded by
- * 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle). */
-__host__ __device__ constexpr uint32_t ws_sum_offset(int bits, int m, int mt, bool tma) {
+/* Offset of a stage's row sums (the sum warp's output): after the packed rows (sk x 16 KB; FP6, sk = 1: its 4-bit
+ * words, then its 2-bit words: 32 rows x 256 B) and the activations of sk x ws_stage_k k. Row copies (TMA = false):
+ * m rows, each padded by 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle). */
+__host__ __device__ constexpr uint32_t ws_sum_offset(int bits, int m, int mt, bool tma, int sk = 1) {
     return tma ? kWsStageWeightBytes + (bits == 6 ? kWsStageWeightBytes / 2 : 0) + ws_stage_k(bits) / 64 * mt * 128
-               : (kWsStageWeightBytes + static_cast<uint32_t>(m) * (ws_stage_k(bits) * 2 + 16) + 127) / 128 * 128;
+               : (sk * kWsStageWeightBytes + static_cast<uint32_t>(m) * (sk * ws_stage_k(bits) * 2 + 16) + 127) / 128 *
+                     128;
 }
 
 /* Bytes of one stage: ws_sum_offset, then (sum warp) 64 B of row sums per chunk and column tile of 8 rows; tensor
  * copies keep stages a multiple of the swizzle's 1024-byte period. */
-__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma, bool sums = false) {
-    return (ws_sum_offset(bits, m, mt, tma) + (sums ? ws_stage_k(bits) / 128 * (mt / 8) * 64 : 0) + (tma ? 1023 : 127)) /
+__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma, bool sums = false, int sk = 1) {
+    return (ws_sum_offset(bits, m, mt, tma, sk) + (sums ? sk * ws_stage_k(bits) / 128 * (mt / 8) * 64 : 0) +
+            (tma ? 1023 : 127)) /
            (tma ? 1024 : 128) * (tma ? 1024 : 128);
 }
 
@@ -96,13 +98,11 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 /* TMA: the producer's lane 0 loads a stage with two-dimensional tensor copies (tmap_w: the CTA's packed rows as one
  * box; tmap_x: the activations, one swizzled box per 64 k; FP6, TMA only: tmap_w2, the rows' 2-bit words) instead of
  * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md).
- * CW: consumer warps, 4 or 8 (M <= 16); with 8, warps w and w + 4 own the same 32 channels and take the even / odd
- * chunks of each stage (twice the warps per SM to hide the consumers' latency; their sums meet in the epilogue).
+ * SK: stages of SK x ws_stage_k k (row copies, M <= 16): the producer's copies are SK x 512 B, fewer per byte.
  * SW: the sum warp (ws_sum_warp) computes the folded conversion's row sums of each stage once (mma_corr into the
  * stage's sum area, then its "sums" barrier) instead of every consumer warp per chunk. */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int CW = kWsConsumerWarps, bool SW = false>
-__global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) * 32,
-                                  MT > 32 || CW > kWsConsumerWarps ? 2 : 0)
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int SK = 1, bool SW = false>
+__global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32, MT > 32 ? 2 : 0)
     gemv_kernel_ws(Args<T> a, WsArgs ws, const __grid_constant__ CUtensorMap tmap_w,
                    const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
@@ -115,12 +115,13 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
     constexpr int BK = KC / 4;                  // k per lane block
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
     constexpr int kStride = 2 * KC;             // packed-row bytes per chunk
-    constexpr int kStageK = ws_stage_k(BITS);
+    constexpr int kStageK = ws_stage_k(BITS) * SK;
+    constexpr uint32_t kWBytes = kWsStageWeightBytes * SK;  // packed rows per stage
     constexpr int kChunks = kStageK / KC;       // chunks per stage
     constexpr int kRows = kWsChannels / I;      // packed rows per CTA
     constexpr int kRowBytes = 2 * kStageK;      // a packed row's bytes per stage
     constexpr int kXRow = kStageK * 2 + 16;     // padded activation row
-    static_assert(kRows * kRowBytes == kWsStageWeightBytes, "stage geometry");
+    static_assert(kRows * kRowBytes == kWBytes, "stage geometry");
     constexpr int NT = kWsWarpChannels / 8;
     constexpr int NB = MT / 8;
     constexpr bool GROUPED = MODE != kPerChannel;
@@ -130,10 +131,9 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
     static_assert(TMA || !kFp6, "FP6 stages are tensor copies");
     constexpr bool kWide = NB > 2;  // M > 16: row copies, the converted fragments kept across column tiles
     static_assert(!kWide || !TMA, "M > 16 takes the row copies");
-    constexpr uint32_t kXOff = kWsStageWeightBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
+    static_assert(SK == 1 || (!TMA && !kWide), "longer stages: row copies, M <= 16");
+    constexpr uint32_t kXOff = kWBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
     constexpr bool kSum = ws_sum_warp(SW, BITS, MODE, MT);
-    constexpr int kHalves = CW / kWsConsumerWarps;  // consumer warps per channel set: warp w takes chunks w / 4 + ...
-    static_assert(kHalves == 1 || (kHalves == 2 && !kWide && kChunks % 2 == 0), "8 consumer warps: M <= 16");
 
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t base = smem_addr(smem);
@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
     float* chan_bias = chan_scale + kWsChannels;
     const uint32_t ring = (base + kWsHeaderBytes + 1023) / 1024 * 1024;  // the swizzle's period
     const int m = a.m;
-    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA, kSum);
-    const uint32_t sum_off = ws_sum_offset(BITS, m, MT, TMA);
+    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA, kSum, SK);
+    const uint32_t sum_off = ws_sum_offset(BITS, m, MT, TMA, SK);
     const int stages = ws.stages;
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; ++s) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, CW);
+            mbar_init(empty0 + 8 * s, kWsConsumerWarps);
             if (kSum) mbar_init(sums0 + 8 * s, 1);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
             if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(x_at(xst, ch, q, g + 8, v)) : make_uint4(0, 0, 0, 0);
         }
     };
-    if (warp == CW) {
+    if (warp == kWsConsumerWarps) {
         // Producer. Packed rows past N are not copied (N % I == 0: a row is wholly inside or past N).
         const int rows = min(kRows, (a.n - cta_base) / I);
         const unsigned char* wrow = a.w + static_cast<size_t>(cta_base / I) * 2 * a.k;
@@ -212,11 +212,11 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
                 bulk_copy(st + r * kRowBytes, wrow + static_cast<size_t>(r) * 2 * a.k + 2 * k0, 2 * kb, full0 + 8 * s);
             }
             for (int r = lane; r < m; r += 32) {
-                bulk_copy(st + kWsStageWeightBytes + r * kXRow, a.x + static_cast<size_t>(r) * a.k + k0, 2 * kb,
+                bulk_copy(st + kXOff + r * kXRow, a.x + static_cast<size_t>(r) * a.k + k0, 2 * kb,
                           full0 + 8 * s);
             }
         }
-    } else if (warp > CW) {
+    } else if (warp > kWsConsumerWarps) {
         // The sum warp: per stage and chunk, the row sums of each column tile (mma_corr, as a consumer would run it;
         // they depend on q only, so lanes g = 0 store them: 64 B per chunk and column tile), then the "sums" barrier.
         // The consumers arrive on "empty" only after waiting for it, so the stage outlives these reads.
@@ -233,13 +233,7 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
                     if (kc0 >= k_end) break;
                     uint4 xa[kVec], xb[MT == 16 ? kVec : 1];
                     load_x(st + kXOff, ch, g, q, kc0 + q * BK < k_end, xa, xb);
-                    float c[NB][4];
-                    mma_corr<T>(c[0], xa);
-                    if constexpr (NB == 2) mma_corr<T>(c[1], xb);
-#pragma unroll
-                    for (int b = 0; b < NB; ++b) {
-                        if (g == 0) sts128(st + sum_off + (ch * NB + b) * 64 + q * 16, c[b]);
-                    }
+                    store_corr<T, NB>(st + sum_off + ch * NB * 64, g, q, xa, xb);
                 }
                 __syncwarp();
                 if (lane == 0) {  // the stage's next writer is the async proxy (as for the consumers' release)
@@ -250,20 +244,19 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
         }
     } else {
         // Consumer warp `warp`: per-channel scales and bias of the CTA first (read after the loop).
-        for (int t = threadIdx.x; t < kWsChannels; t += CW * 32) {
+        for (int t = threadIdx.x; t < kWsChannels; t += kWsConsumerWarps * 32) {
             const bool valid = cta_base + t < a.n;
             chan_scale[t] = !GROUPED && valid ? to_float(a.scales[cta_base + t]) * (kFp6 ? fp6::kBiasScale : 1.0f) : 0.0f;
             chan_bias[t] = a.bias != nullptr && valid ? to_float(a.bias[cta_base + t]) : 0.0f;
         }
         const int g = lane >> 2;
         const int q = lane & 3;
-        const int half = warp / kWsConsumerWarps;  // CW = 8: this warp's chunks of a stage are half, half + 2, ...
         // This lane's channel of tile j, its byte offset in a stage's packed rows, its validity.
         int chan[NT];
         uint32_t woff[NT];
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-            const int c = warp % kWsConsumerWarps * kWsWarpChannels + 8 * j + g;  // in the CTA
+            const int c = warp * kWsWarpChannels + 8 * j + g;  // in the CTA
             chan[j] = cta_base + c;
             const int ci = c % I;
             woff[j] = (c / I) * kRowBytes + (BITS != 8 ? ci * 32 + (q >> 1) * 128 + (q & 1) * 16 : ci * 64 + q * 16);
@@ -276,19 +269,18 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
         }
         // Grouped scales / zeros of a stage's chunks for this lane (chunk groups: the chunk's first k; fine groups:
         // the lane block's), 0 where the lane block lies past the split or the channel past N.
-        constexpr int kSRegs = GROUPED ? kChunks / kHalves * NT : 1;  // chunk ch's at (ch / kHalves) * NT
+        constexpr int kSRegs = GROUPED ? kChunks * NT : 1;
         T sc[kSRegs], zc[kSRegs], sc_next[kSRegs], zc_next[kSRegs];
         auto load_scales = [&](int it, T* s_out, T* z_out) {
 #pragma unroll
             for (int ch = 0; ch < kChunks; ++ch) {
-                if (kHalves > 1 && ch % kHalves != half) continue;
                 const int kl = k_begin + it * kStageK + ch * KC + (MODE == kFineGroup ? q * BK : 0);
                 const size_t row = static_cast<size_t>(min(kl, a.k - 1) >> a.group_shift) * a.n;
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
                     const bool valid = kl < k_end && chan[j] < a.n;
-                    s_out[ch / kHalves * NT + j] = valid ? a.scales[row + chan[j]] : from_float<T>(0.0f);
-                    if (ZEROS) z_out[ch / kHalves * NT + j] = valid ? a.zeros[row + chan[j]] : from_float<T>(0.0f);
+                    s_out[ch * NT + j] = valid ? a.scales[row + chan[j]] : from_float<T>(0.0f);
+                    if (ZEROS) z_out[ch * NT + j] = valid ? a.zeros[row + chan[j]] : from_float<T>(0.0f);
                 }
             }
         };
@@ -314,14 +306,13 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
             const uint32_t xst = st + kXOff;
 #pragma unroll
             for (int ch = 0; ch < kChunks; ++ch) {
-                if (kHalves > 1 && ch % kHalves != half) continue;
                 const int kc0 = k_begin + it * kStageK + ch * KC;
                 if (kc0 >= k_end) break;
                 const bool kv = kc0 + q * BK < k_end;  // K % 64 == 0: a lane block is wholly inside or past K
                 // Tile pair (j, j + 1)'s zero points (raw) and chunk scales of this chunk.
                 auto pair_params = [&](int j, T& za, T& zb, T& sa, T& sb) {
                     const T zero = from_float<T>(0.0f);
-                    const int at = ch / kHalves * NT + j;
+                    const int at = ch * NT + j;
                     za = !ZEROS ? zero : GROUPED ? zc[at] : zpc[j];
                     zb = !ZEROS ? zero : GROUPED ? zc[at + 1] : zpc[j + 1];
                     sa = GROUPED ? sc[at] : zero;
@@ -383,14 +374,7 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
                     load_x(xst, ch, g, q, kv, xa, xb);
                     float corr[NB][4] = {};
                     if constexpr (kSum) {  // the sum warp's, for rows 2q, 2q + 1 of each column tile
-#pragma unroll
-                        for (int b = 0; b < NB; ++b) {
-                            const uint4 c = lds128(st + sum_off + (ch * NB + b) * 64 + q * 16);
-                            corr[b][0] = __uint_as_float(c.x);
-                            corr[b][1] = __uint_as_float(c.y);
-                            corr[b][2] = __uint_as_float(c.z);
-                            corr[b][3] = __uint_as_float(c.w);
-                        }
+                        load_corr<NB>(corr, st + sum_off + ch * NB * 64, q);
                     } else if constexpr (FOLD) {
                         mma_corr<T>(corr[0], xa);
                         if constexpr (NB == 2) mma_corr<T>(corr[1], xb);
@@ -400,7 +384,7 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
                         const uint4 w0 = lds128(st + woff[j] + ch * kStride);
                         const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
                         // FP6: the lane's 2-bit words sit at half its 4-bit words' offset in the 2-bit rows.
-                        const uint32_t l_at = st + kWsStageWeightBytes + ch * kStride / 2;
+                        const uint32_t l_at = st + kWBytes + ch * kStride / 2;
                         const uint2 l0 = kFp6 ? lds64(l_at + woff[j] / 2) : make_uint2(0, 0);
                         const uint2 l1 = kFp6 ? lds64(l_at + woff[j + 1] / 2) : make_uint2(0, 0);
                         T za, zb, sa, sb;
@@ -428,26 +412,22 @@ __global__ void __launch_bounds__(ws_warps(CW, ws_sum_warp(SW, BITS, MODE, MT)) 
     }
     __syncthreads();  // every consumer is done with the ring (every copy landed: each stage was waited for)
     // The CTA's sums fin[row][channel] (MT x 128 floats) over the ring. Pair (j, j + 1), column tile b: c0/c1 =
-    // channel g of tile j, rows 8b + 2q, 8b + 2q + 1; c2/c3 the same for tile j + 1. CW = 8: warps 4..7 add theirs.
+    // channel g of tile j, rows 8b + 2q, 8b + 2q + 1; c2/c3 the same for tile j + 1.
     float* fin = reinterpret_cast<float*>(smem + kWsHeaderBytes);
+    if (warp < kWsConsumerWarps) {
+        const int g = lane >> 2;
+        const int q = lane & 3;
 #pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-        if (h > 0) __syncthreads();
-        if (warp < CW && warp / kWsConsumerWarps == h) {
-            const int g = lane >> 2;
-            const int q = lane & 3;
+        for (int j = 0; j < NT; j += 2) {
 #pragma unroll
-            for (int j = 0; j < NT; j += 2) {
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    const int c = warp % kWsConsumerWarps * kWsWarpChannels + 8 * j + g;
-                    const int r = 8 * b + 2 * q;
-                    const float* t = acc[j / 2 * kNB2 + b];
-                    const int at[4] = {r * kWsChannels + c, (r + 1) * kWsChannels + c, r * kWsChannels + c + 8,
-                                       (r + 1) * kWsChannels + c + 8};
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) fin[at[i]] = h > 0 ? fin[at[i]] + t[i] : t[i];
-                }
+            for (int b = 0; b < NB; ++b) {
+                const int c = warp * kWsWarpChannels + 8 * j + g;
+                const int r = 8 * b + 2 * q;
+                const float* t = acc[j / 2 * kNB2 + b];
+                fin[r * kWsChannels + c] = t[0];
+                fin[(r + 1) * kWsChannels + c] = t[1];
+                fin[r * kWsChannels + c + 8] = t[2];
+                fin[(r + 1) * kWsChannels + c + 8] = t[3];
             }
         }
     }
@@ -510,12 +490,12 @@ inline bool tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_b
  * fraction of the slots of the waves used; the slots of clusters as the occupancy query counts them, since a cluster
  * must fit in one GPC), keeping at least 6 stages per split; ring depth: the stages that fit in the SM's shared memory
  * shared by the CTAs its registers allow (at most two), 2 .. 16. */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int CW, bool SW>
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int SK, bool SW>
 trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     const Args<T> a = args_of<T>(p);
-    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA, CW, SW>;
+    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA, SK, SW>;
     constexpr bool kSum = ws_sum_warp(SW, BITS, MODE, MT);
-    const dim3 block(ws_warps(CW, kSum) * 32);
+    const dim3 block(ws_warps(kSum) * 32);
     CUtensorMap tmap_w = {}, tmap_x = {}, tmap_w2 = {};
     if (TMA) {
         // Packed rows [N / I, K / 2 words], box [128 / I rows, ws_stage_k / 2 words], unswizzled (the row images the
@@ -533,7 +513,7 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
             return record_cuda_error(cudaErrorInvalidValue);
         }
     }
-    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA, kSum);
+    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA, kSum, SK);
     // Two CTAs per SM, or one where the registers allow only one (MT = 64: ~216 per thread; capping them at two
     // CTAs' share spills): the SM's shared memory shared by those CTAs, less the per-CTA reserve (1 KB), the header
     // and (TMA) the alignment of the ring to 1024 bytes.
@@ -553,7 +533,7 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
     const int64_t tiles = (p->n + kWsChannels - 1) / kWsChannels;
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
-    const int64_t min_chunks = 6 * ws_stage_k(BITS) / kc;  // stages per split at least
+    const int64_t min_chunks = 6 * ws_stage_k(BITS) / kc;  // 6 stages (SK = 1) per split at least
     int nsplit = 1;
     double best = -1.0;
     for (int s = 1; s <= 8; ++s) {
@@ -587,48 +567,48 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
 }
 
 /* Activation rows per column-tile set: 8, 16, then (row copies of the 4-consumer CTA) 32 and 64. */
-template <typename T, int BITS, int MODE, bool ZEROS, bool TMA, int CW, bool SW>
+template <typename T, int BITS, int MODE, bool ZEROS, bool TMA, int SK, bool SW>
 trt_woq_status launch_ws_mt(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
-    if constexpr (!TMA && CW == kWsConsumerWarps && !SW) {
-        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA, CW, SW>(p, sms, smem_per_sm, stream);
-        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA, CW, SW>(p, sms, smem_per_sm, stream);
+    if constexpr (!TMA && SK == 1 && !SW) {
+        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA, SK, SW>(p, sms, smem_per_sm, stream);
     }
     if (p->m > 16) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA, CW, SW>(p, sms, smem_per_sm, stream)
-                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA, CW, SW>(p, sms, smem_per_sm, stream);
+    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA, SK, SW>(p, sms, smem_per_sm, stream)
+                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA, SK, SW>(p, sms, smem_per_sm, stream);
 }
 
-template <typename T, int BITS, int MODE, bool TMA, int CW, bool SW>
+template <typename T, int BITS, int MODE, bool TMA, int SK, bool SW>
 trt_woq_status launch_ws_zeros(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     if constexpr (BITS == 6) {  // FP6 has no zero points (supports() refuses them)
-        return launch_ws_mt<T, BITS, MODE, false, TMA, CW, SW>(p, sms, smem_per_sm, stream);
+        return launch_ws_mt<T, BITS, MODE, false, TMA, SK, SW>(p, sms, smem_per_sm, stream);
     } else {
-        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA, CW, SW>(p, sms, smem_per_sm, stream)
-                                   : launch_ws_mt<T, BITS, MODE, false, TMA, CW, SW>(p, sms, smem_per_sm, stream);
+        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA, SK, SW>(p, sms, smem_per_sm, stream)
+                                   : launch_ws_mt<T, BITS, MODE, false, TMA, SK, SW>(p, sms, smem_per_sm, stream);
     }
 }
 
-template <typename T, int BITS, bool TMA, int CW, bool SW>
+template <typename T, int BITS, bool TMA, int SK, bool SW>
 trt_woq_status launch_ws_typed(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     constexpr int kc = BITS == 8 ? 64 : 128;
-    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA, CW, SW>(p, sms, smem_per_sm, stream);
-    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA, CW, SW>(p, sms, smem_per_sm, stream);
-    return launch_ws_zeros<T, BITS, kFineGroup, TMA, CW, SW>(p, sms, smem_per_sm, stream);
+    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+    return launch_ws_zeros<T, BITS, kFineGroup, TMA, SK, SW>(p, sms, smem_per_sm, stream);
 }
 
-/* The 8-consumer and sum-warp variants are built for INT4 row copies and FP6 tensor copies only (`tma` ignored). */
-template <int BITS, int CW, bool SW>
+/* The longer-stage and sum-warp variants are built for INT4 row copies only (`tma` ignored). */
+template <int BITS, int SK, bool SW>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream) {
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if constexpr (BITS == 6 || (CW == kWsConsumerWarps && !SW)) {
+    if constexpr (BITS == 6 || (SK == 1 && !SW)) {
         if (BITS == 6 || tma) {
-            return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true, CW, SW>(p, sms, smem_per_sm, stream)
-                        : launch_ws_typed<half, BITS, true, CW, SW>(p, sms, smem_per_sm, stream);
+            return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true, SK, SW>(p, sms, smem_per_sm, stream)
+                        : launch_ws_typed<half, BITS, true, SK, SW>(p, sms, smem_per_sm, stream);
         }
     }
     if constexpr (BITS != 6) {
-        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false, CW, SW>(p, sms, smem_per_sm, stream)
-                    : launch_ws_typed<half, BITS, false, CW, SW>(p, sms, smem_per_sm, stream);
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false, SK, SW>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, false, SK, SW>(p, sms, smem_per_sm, stream);
     }
     return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
 }
