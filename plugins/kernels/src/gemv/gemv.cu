@@ -235,18 +235,15 @@ int32_t score(const trt_woq_linear_params* p, int32_t sm) {
 }
 
 /* The warp-specialized kernel (gemv_ws.cuh) on SM 9.0 (sm_90a code). TMA: stages loaded with tensor copies (M <= 16);
- * else one bulk copy per packed row (M <= 64). The formats each serves are its registry mask's (FP6: TMA only).
- * SK = 2 (stages of 512 k) / SW (the sum warp): M <= 16, INT4 (row copies). */
-template <bool TMA, int SK = 1, bool SW = false>
+ * else one bulk copy per packed row (M <= 64). The formats each serves are its registry mask's (FP6: TMA only). */
+template <bool TMA>
 trt_woq_status ws_supports(const trt_woq_linear_params* p, int32_t sm) {
-    constexpr bool kVariant = SK != 1 || SW;
     if (sm != 90) return TRT_WOQ_ERR_UNSUPPORTED_ARCH;  // sm_90a code runs on compute capability 9.0 only
-    if (kVariant && p->weight_format != TRT_WOQ_WEIGHT_INT4) return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
-    if (p->m > (TMA || kVariant ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
+    if (p->m > (TMA ? kMaxM : kWsMaxM)) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
     return shape_supported(p, kWsChannels);
 }
 
-template <bool TMA, int SK = 1, bool SW = false>
+template <bool TMA>
 trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     // Bulk and tensor copies need 16-byte aligned sources (TensorRT gives 256); others take the per-warp pipelines
     // (M <= 16) or refuse.
@@ -256,12 +253,10 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
     DeviceInfo dev;
     const trt_woq_status s = device_info(&dev);
     if (s != TRT_WOQ_OK) return s;
-    if (p->weight_format == TRT_WOQ_WEIGHT_INT4) return launch_ws<4, SK, SW>(p, TMA, dev.sms, dev.smem_per_sm, stream);
-    if constexpr (SK != 1 || SW) {
-        return TRT_WOQ_ERR_UNSUPPORTED_OPTION;  // INT4 only: supports() refuses the others
-    } else {
-        return p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 ? launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream)
-                                                           : launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+    switch (p->weight_format) {
+        case TRT_WOQ_WEIGHT_INT4: return launch_ws<4>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        case TRT_WOQ_WEIGHT_FP6_E3M2: return launch_ws<6>(p, TMA, dev.sms, dev.smem_per_sm, stream);
+        default: return launch_ws<8>(p, TMA, dev.sms, dev.smem_per_sm, stream);
     }
 }
 
@@ -274,29 +269,32 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * (4096 x 4096: 64 CTAs), several waves (8192 x 57344: 118.6 against 102.2 at M = 1), 8192 x 10240 (28.6 against
  * 24.6), and mixed on 28672 x 8192 (M = 1 / 8: 55.9 / 68.9 against 54.5 / 64.6; M = 4 / 16: 58.7 / 78.2 against 63.8 /
  * 85.1). The tensor-copy kernel (`gemv_wst_nt4`) measured slower than the per-warp pipelines for INT8 on every shape
- * and than the row copies for INT4 on most; it stays selectable by id (score 1).
+ * and than the row copies for INT4 on most (score 1 there); it serves FP6 at M >= 8 (score 103) where its CTAs cover
+ * 80 % of the slots, split 8 ways from K = 12288 (one H100 run, FP6 per channel, M = 8 / 16 against the per-warp
+ * pipelines' picks: 14336 x 4096 23.7 / 25.6 us against 25.7 / 29.8, 4096 x 28672 39.0 / 42.0 against 42.6 / 55.1,
+ * 8192 x 57344 138.1 / 159.6 against 142.5 / 167.4; at M = 1 slower on two of the three: 23.1 against 21.0 and 133.4
+ * against 130.5).
  * Above M = 16 (one run, INT4 g128, against the GEMM family's pick, score 200): the row copies with 4 column tiles
  * (score 201) only where they are unsplit as above and M <= 24: 4096 x 28672, M = 17 / 24: 43.9 / 47.8 us against
  * 48.8 / 47.9; M = 32 / 48 / 64: 53.6 / 81.1 / 101.8 against 47.8 / 48.1 / 48.4; 14336 x 4096 (split 8 ways) M = 17:
  * 25.2 against 24.8; 8192 x 57344 M = 17: 190.3 against 166.2. Each further 8 rows adds a full column tile of
  * mma.sync per converted fragment, where the GEMM's wgmma tile of 64 rows costs the same from M = 17 to 64. */
-template <bool TMA, int SK = 1, bool SW = false>
+template <bool TMA>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
     if (sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
-    if (TMA) {  // FP6 at M >= 5 where the CTAs (split 8 ways from K = 12288) cover 80 % of the slots or more
+    if (TMA) {  // FP6 at M >= 8 where the CTAs (split 8 ways from K = 12288) cover 80 % of the slots or more
         const bool wide = 10 * tiles >= 8 * slots || (p->k >= 12288 && 10 * 8 * tiles >= 8 * slots);
-        return p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && p->m >= 5 && wide ? 103 : 1;
+        return p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && p->m >= 8 && wide ? 103 : 1;
     }
     if (p->weight_format != TRT_WOQ_WEIGHT_INT4) return 1;
     const bool unsplit = p->k <= 8192 && fills_one_wave(tiles);
-    if (p->m > kMaxM) return SK == 1 && !SW && unsplit && p->m <= 24 ? 201 : 1;
+    if (p->m > kMaxM) return unsplit && p->m <= 24 ? 201 : 1;
     const bool split8 = p->k >= 12288 && fills_one_wave(8 * tiles) && (p->m <= 8 || p->m > 12);
-    constexpr bool kPick = SK == 1 && SW;
-    return kPick && (unsplit || split8) ? 103 : 1;
+    return unsplit || split8 ? 103 : 1;
 }
 
 }  // namespace
@@ -335,12 +333,6 @@ const Candidate kGemvCandidates[] = {
     // The same with each stage loaded by tensor copies (TMA): a few boxes instead of a copy per packed row; FP6 too.
     {"gemv_wst_nt4", kWeightOnlyLinear, gemv::ws_supports<true>, gemv::no_workspace, gemv::ws_launch<true>,
      gemv::ws_score<true>},
-    // The sum warp (the folded conversion's row sums once per stage), INT4.
-    {"gemv_wss_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false, 1, true>, gemv::no_workspace,
-     gemv::ws_launch<false, 1, true>, gemv::ws_score<false, 1, true>},
-    // The same with stages of 512 k: one 1 KB copy per packed row and stage instead of two of 512 B.
-    {"gemv_ws2_nt4", kIntWeightOnlyLinear, gemv::ws_supports<false, 2, true>, gemv::no_workspace,
-     gemv::ws_launch<false, 2, true>, gemv::ws_score<false, 2, true>},
 };
 const int kGemvCandidateCount = sizeof(kGemvCandidates) / sizeof(kGemvCandidates[0]);
 

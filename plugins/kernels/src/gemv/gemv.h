@@ -57,9 +57,8 @@ constexpr int kWsChannels = kWsConsumerWarps * kWsWarpChannels;
 constexpr int kWsMaxM = 64;
 
 /* The warp-specialized kernel (gemv_ws.cuh; SM90a), INT4 / INT8 (tensor copies: FP6 too), either activation type,
- * stages loaded with tensor copies (tma) or one bulk copy per row; sms and smem_per_sm (bytes) describe the device.
- * SK = 2 (stages of 512 k, M <= 16) and SW (the sum warp): INT4 row copies only. */
-template <int BITS, int SK = 1, bool SW = false>
+ * stages loaded with tensor copies (tma) or one bulk copy per row; sms and smem_per_sm (bytes) describe the device. */
+template <int BITS>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream);
 
 /* Shared-memory bytes of one warp's weights, scales and zeros per stage (gemv_kernel's stage layout); the shared-

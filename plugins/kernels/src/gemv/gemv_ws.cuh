@@ -24,6 +24,8 @@
  *   producer = warp 4: lane l copies packed rows l, l + 32, ... and activation row l of each stage after the stage's
  *             "empty" barrier says the 4 consumer warps are done with it; the "full" barrier's transaction count
  *             completes the stage.
+ *   sum warp = warp 5 (ws_sum_warp: INT4 folded conversion, MT = 16, row copies): the stage's row sums once per CTA
+ *             (mma_corr), stored in the stage behind a "sums" barrier that the consumers wait on too.
  *   consumer = warp w: channels 32 w .. 32 w + 31 (tile pairs (0, 1), (2, 3)); per chunk of 128 k (INT4) or 64 k
  *             (INT8) lane (g, q) reads the same 16-byte fragment words gemv_kernel.cuh reads, from the row image.
  *   shared-memory banks: a stage's packed rows are 512 / 256 B apart (a multiple of 128), so a warp's 16-byte loads
@@ -52,10 +54,11 @@ __host__ __device__ constexpr int ws_stage_k(int bits) {
     return bits == 8 ? 128 : 256;
 }
 
-/* Whether a CTA has the sum warp (SW): the folded INT4 conversion's per-row sums computed once per stage for all
- * consumer warps (M <= 16; the wide path converts in full). */
-__host__ __device__ constexpr bool ws_sum_warp(bool sw, int bits, int mode, int mt) {
-    return sw && bits == 4 && mode != kFineGroup && mt <= 16;
+/* Whether a CTA has the sum warp: the folded INT4 conversion's row sums computed once per stage for all consumer
+ * warps, at MT = 16 with row copies (measured: at M <= 8 the extra warp cost more than the 8 mma per chunk it saves
+ * each consumer; M > 16 converts in full). */
+__host__ __device__ constexpr bool ws_sum_warp(int bits, int mode, int mt, bool tma) {
+    return bits == 4 && mode != kFineGroup && mt == 16 && !tma;
 }
 
 /* Warps of a CTA: the consumers, the producer (warp kWsConsumerWarps), the sum warp (the next one) if any. */
@@ -63,21 +66,19 @@ __host__ __device__ constexpr int ws_warps(bool sum) {
     return kWsConsumerWarps + 1 + (sum ? 1 : 0);
 }
 
-/* Offset of a stage's row sums (the sum warp's output): after the packed rows (sk x 16 KB; FP6, sk = 1: its 4-bit
- * words, then its 2-bit words: 32 rows x 256 B) and the activations of sk x ws_stage_k k. Row copies (TMA = false):
- * m rows, each padded by 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle). */
-__host__ __device__ constexpr uint32_t ws_sum_offset(int bits, int m, int mt, bool tma, int sk = 1) {
+/* Offset of a stage's row sums (the sum warp's output): after the packed rows (FP6: its 4-bit words, then its 2-bit
+ * words: 32 rows x 256 B) and the activations of ws_stage_k k. Row copies (TMA = false): m rows, each padded by
+ * 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle), a multiple of the swizzle's 1024-byte
+ * period. */
+__host__ __device__ constexpr uint32_t ws_sum_offset(int bits, int m, int mt, bool tma) {
     return tma ? kWsStageWeightBytes + (bits == 6 ? kWsStageWeightBytes / 2 : 0) + ws_stage_k(bits) / 64 * mt * 128
-               : (sk * kWsStageWeightBytes + static_cast<uint32_t>(m) * (sk * ws_stage_k(bits) * 2 + 16) + 127) / 128 *
-                     128;
+               : (kWsStageWeightBytes + static_cast<uint32_t>(m) * (ws_stage_k(bits) * 2 + 16) + 127) / 128 * 128;
 }
 
-/* Bytes of one stage: ws_sum_offset, then (sum warp) 64 B of row sums per chunk and column tile of 8 rows; tensor
- * copies keep stages a multiple of the swizzle's 1024-byte period. */
-__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma, bool sums = false, int sk = 1) {
-    return (ws_sum_offset(bits, m, mt, tma, sk) + (sums ? sk * ws_stage_k(bits) / 128 * (mt / 8) * 64 : 0) +
-            (tma ? 1023 : 127)) /
-           (tma ? 1024 : 128) * (tma ? 1024 : 128);
+/* Bytes of one stage: ws_sum_offset, then (sum warp, row copies) 64 B of row sums per chunk and column tile of 8
+ * rows. */
+__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma, bool sums = false) {
+    return ws_sum_offset(bits, m, mt, tma) + (sums ? ws_stage_k(bits) / 128 * (mt / 8) * 64 : 0);
 }
 
 struct WsArgs {
@@ -98,11 +99,10 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 /* TMA: the producer's lane 0 loads a stage with two-dimensional tensor copies (tmap_w: the CTA's packed rows as one
  * box; tmap_x: the activations, one swizzled box per 64 k; FP6, TMA only: tmap_w2, the rows' 2-bit words) instead of
  * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md).
- * SK: stages of SK x ws_stage_k k (row copies, M <= 16): the producer's copies are SK x 512 B, fewer per byte.
- * SW: the sum warp (ws_sum_warp) computes the folded conversion's row sums of each stage once (mma_corr into the
- * stage's sum area, then its "sums" barrier) instead of every consumer warp per chunk. */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int SK = 1, bool SW = false>
-__global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32, MT > 32 ? 2 : 0)
+ * Where ws_sum_warp says, the sum warp computes the folded conversion's row sums of each stage once (mma_corr into
+ * the stage's sum area, then its "sums" barrier) instead of every consumer warp per chunk. */
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
+__global__ void __launch_bounds__(ws_warps(ws_sum_warp(BITS, MODE, MT, TMA)) * 32, MT > 32 ? 2 : 0)
     gemv_kernel_ws(Args<T> a, WsArgs ws, const __grid_constant__ CUtensorMap tmap_w,
                    const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
@@ -115,13 +115,12 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32
     constexpr int BK = KC / 4;                  // k per lane block
     constexpr int kVec = BK * 2 / 16;           // 16-byte activation vectors per lane block and row
     constexpr int kStride = 2 * KC;             // packed-row bytes per chunk
-    constexpr int kStageK = ws_stage_k(BITS) * SK;
-    constexpr uint32_t kWBytes = kWsStageWeightBytes * SK;  // packed rows per stage
+    constexpr int kStageK = ws_stage_k(BITS);
     constexpr int kChunks = kStageK / KC;       // chunks per stage
     constexpr int kRows = kWsChannels / I;      // packed rows per CTA
     constexpr int kRowBytes = 2 * kStageK;      // a packed row's bytes per stage
     constexpr int kXRow = kStageK * 2 + 16;     // padded activation row
-    static_assert(kRows * kRowBytes == kWBytes, "stage geometry");
+    static_assert(kRows * kRowBytes == kWsStageWeightBytes, "stage geometry");
     constexpr int NT = kWsWarpChannels / 8;
     constexpr int NB = MT / 8;
     constexpr bool GROUPED = MODE != kPerChannel;
@@ -131,9 +130,8 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32
     static_assert(TMA || !kFp6, "FP6 stages are tensor copies");
     constexpr bool kWide = NB > 2;  // M > 16: row copies, the converted fragments kept across column tiles
     static_assert(!kWide || !TMA, "M > 16 takes the row copies");
-    static_assert(SK == 1 || (!TMA && !kWide), "longer stages: row copies, M <= 16");
-    constexpr uint32_t kXOff = kWBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
-    constexpr bool kSum = ws_sum_warp(SW, BITS, MODE, MT);
+    constexpr uint32_t kXOff = kWsStageWeightBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
+    constexpr bool kSum = ws_sum_warp(BITS, MODE, MT, TMA);
 
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t base = smem_addr(smem);
@@ -142,8 +140,8 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32
     float* chan_bias = chan_scale + kWsChannels;
     const uint32_t ring = (base + kWsHeaderBytes + 1023) / 1024 * 1024;  // the swizzle's period
     const int m = a.m;
-    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA, kSum, SK);
-    const uint32_t sum_off = ws_sum_offset(BITS, m, MT, TMA, SK);
+    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA, kSum);
+    const uint32_t sum_off = ws_sum_offset(BITS, m, MT, TMA);
     const int stages = ws.stages;
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
@@ -197,7 +195,7 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32
             const uint32_t st = ring + s * stage_bytes;
             if constexpr (TMA) {  // whole boxes arrive (zero-filled past N, M and K)
                 if (lane == 0) {
-                    mbar_arrive_expect_tx(full0 + 8 * s, sum_off);  // the boxes' bytes
+                    mbar_arrive_expect_tx(full0 + 8 * s, stage_bytes);
                     gemm::tma_load_2d(st, &tmap_w, k0 / 2, cta_base / I, full0 + 8 * s);
                     if (kFp6) gemm::tma_load_2d(st + kWsStageWeightBytes, &tmap_w2, k0 / 4, cta_base / I, full0 + 8 * s);
                     for (int b = 0; b < kStageK / 64; ++b) {
@@ -384,7 +382,7 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(SW, BITS, MODE, MT)) * 32
                         const uint4 w0 = lds128(st + woff[j] + ch * kStride);
                         const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
                         // FP6: the lane's 2-bit words sit at half its 4-bit words' offset in the 2-bit rows.
-                        const uint32_t l_at = st + kWBytes + ch * kStride / 2;
+                        const uint32_t l_at = st + kWsStageWeightBytes + ch * kStride / 2;
                         const uint2 l0 = kFp6 ? lds64(l_at + woff[j] / 2) : make_uint2(0, 0);
                         const uint2 l1 = kFp6 ? lds64(l_at + woff[j + 1] / 2) : make_uint2(0, 0);
                         T za, zb, sa, sb;
@@ -490,11 +488,11 @@ inline bool tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_b
  * fraction of the slots of the waves used; the slots of clusters as the occupancy query counts them, since a cluster
  * must fit in one GPC), keeping at least 6 stages per split; ring depth: the stages that fit in the SM's shared memory
  * shared by the CTAs its registers allow (at most two), 2 .. 16. */
-template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA, int SK, bool SW>
+template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
 trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     const Args<T> a = args_of<T>(p);
-    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA, SK, SW>;
-    constexpr bool kSum = ws_sum_warp(SW, BITS, MODE, MT);
+    auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA>;
+    constexpr bool kSum = ws_sum_warp(BITS, MODE, MT, TMA);
     const dim3 block(ws_warps(kSum) * 32);
     CUtensorMap tmap_w = {}, tmap_x = {}, tmap_w2 = {};
     if (TMA) {
@@ -513,7 +511,7 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
             return record_cuda_error(cudaErrorInvalidValue);
         }
     }
-    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA, kSum, SK);
+    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA, kSum);
     // Two CTAs per SM, or one where the registers allow only one (MT = 64: ~216 per thread; capping them at two
     // CTAs' share spills): the SM's shared memory shared by those CTAs, less the per-CTA reserve (1 KB), the header
     // and (TMA) the alignment of the ring to 1024 bytes.
@@ -533,7 +531,7 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
     const int64_t tiles = (p->n + kWsChannels - 1) / kWsChannels;
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
-    const int64_t min_chunks = 6 * ws_stage_k(BITS) / kc;  // 6 stages (SK = 1) per split at least
+    const int64_t min_chunks = 6 * ws_stage_k(BITS) / kc;  // stages per split at least
     int nsplit = 1;
     double best = -1.0;
     for (int s = 1; s <= 8; ++s) {
@@ -566,49 +564,46 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
                               tmap_w2);
 }
 
-/* Activation rows per column-tile set: 8, 16, then (row copies of the 4-consumer CTA) 32 and 64. */
-template <typename T, int BITS, int MODE, bool ZEROS, bool TMA, int SK, bool SW>
+/* Activation rows per column-tile set: 8, 16, then (row copies) 32 and 64. */
+template <typename T, int BITS, int MODE, bool ZEROS, bool TMA>
 trt_woq_status launch_ws_mt(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
-    if constexpr (!TMA && SK == 1 && !SW) {
-        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA, SK, SW>(p, sms, smem_per_sm, stream);
-        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+    if constexpr (!TMA) {
+        if (p->m > 32) return launch_ws_kernel<T, BITS, MODE, ZEROS, 64, TMA>(p, sms, smem_per_sm, stream);
+        if (p->m > 16) return launch_ws_kernel<T, BITS, MODE, ZEROS, 32, TMA>(p, sms, smem_per_sm, stream);
     }
     if (p->m > 16) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
-    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA, SK, SW>(p, sms, smem_per_sm, stream)
-                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+    return p->m > 8 ? launch_ws_kernel<T, BITS, MODE, ZEROS, 16, TMA>(p, sms, smem_per_sm, stream)
+                    : launch_ws_kernel<T, BITS, MODE, ZEROS, 8, TMA>(p, sms, smem_per_sm, stream);
 }
 
-template <typename T, int BITS, int MODE, bool TMA, int SK, bool SW>
+template <typename T, int BITS, int MODE, bool TMA>
 trt_woq_status launch_ws_zeros(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     if constexpr (BITS == 6) {  // FP6 has no zero points (supports() refuses them)
-        return launch_ws_mt<T, BITS, MODE, false, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+        return launch_ws_mt<T, BITS, MODE, false, TMA>(p, sms, smem_per_sm, stream);
     } else {
-        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA, SK, SW>(p, sms, smem_per_sm, stream)
-                                   : launch_ws_mt<T, BITS, MODE, false, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+        return p->zeros != nullptr ? launch_ws_mt<T, BITS, MODE, true, TMA>(p, sms, smem_per_sm, stream)
+                                   : launch_ws_mt<T, BITS, MODE, false, TMA>(p, sms, smem_per_sm, stream);
     }
 }
 
-template <typename T, int BITS, bool TMA, int SK, bool SW>
+template <typename T, int BITS, bool TMA>
 trt_woq_status launch_ws_typed(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     constexpr int kc = BITS == 8 ? 64 : 128;
-    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA, SK, SW>(p, sms, smem_per_sm, stream);
-    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA, SK, SW>(p, sms, smem_per_sm, stream);
-    return launch_ws_zeros<T, BITS, kFineGroup, TMA, SK, SW>(p, sms, smem_per_sm, stream);
+    if (p->group_size == -1) return launch_ws_zeros<T, BITS, kPerChannel, TMA>(p, sms, smem_per_sm, stream);
+    if (p->group_size >= kc) return launch_ws_zeros<T, BITS, kChunkGroup, TMA>(p, sms, smem_per_sm, stream);
+    return launch_ws_zeros<T, BITS, kFineGroup, TMA>(p, sms, smem_per_sm, stream);
 }
 
-/* The longer-stage and sum-warp variants are built for INT4 row copies only (`tma` ignored). */
-template <int BITS, int SK, bool SW>
+template <int BITS>
 trt_woq_status launch_ws(const trt_woq_linear_params* p, bool tma, int sms, int smem_per_sm, cudaStream_t stream) {
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
-    if constexpr (BITS == 6 || (SK == 1 && !SW)) {
-        if (BITS == 6 || tma) {
-            return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true, SK, SW>(p, sms, smem_per_sm, stream)
-                        : launch_ws_typed<half, BITS, true, SK, SW>(p, sms, smem_per_sm, stream);
-        }
+    if (BITS == 6 || tma) {
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, true>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, true>(p, sms, smem_per_sm, stream);
     }
     if constexpr (BITS != 6) {
-        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false, SK, SW>(p, sms, smem_per_sm, stream)
-                    : launch_ws_typed<half, BITS, false, SK, SW>(p, sms, smem_per_sm, stream);
+        return bf16 ? launch_ws_typed<__nv_bfloat16, BITS, false>(p, sms, smem_per_sm, stream)
+                    : launch_ws_typed<half, BITS, false>(p, sms, smem_per_sm, stream);
     }
     return TRT_WOQ_ERR_UNSUPPORTED_OPTION;
 }
