@@ -269,7 +269,11 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
  * (4096 x 4096: 64 CTAs), several waves (8192 x 57344: 118.6 against 102.2 at M = 1), 8192 x 10240 (28.6 against
  * 24.6), and mixed on 28672 x 8192 (M = 1 / 8: 55.9 / 68.9 against 54.5 / 64.6; M = 4 / 16: 58.7 / 78.2 against 63.8 /
  * 85.1). The tensor-copy kernel (`gemv_wst_nt4`) measured slower than the per-warp pipelines for INT8 on every shape
- * and than the row copies for INT4 on most; it stays selectable by id (score 1).
+ * and than the row copies for INT4 on most (score 1 there); it serves FP6 at M >= 8 (score 103) where its CTAs cover
+ * 80 % of the slots, split 8 ways from K = 12288 (one H100 run, FP6 per channel, M = 8 / 16 against the per-warp
+ * pipelines' picks: 14336 x 4096 23.7 / 25.6 us against 25.7 / 29.8, 4096 x 28672 39.0 / 42.0 against 42.6 / 55.1,
+ * 8192 x 57344 138.1 / 159.6 against 142.5 / 167.4; at M = 1 slower on two of the three: 23.1 against 21.0 and 133.4
+ * against 130.5).
  * Above M = 16 (one run, INT4 g128, against the GEMM family's pick, score 200): the row copies with 4 column tiles
  * (score 201) only where they are unsplit as above and M <= 24: 4096 x 28672, M = 17 / 24: 43.9 / 47.8 us against
  * 48.8 / 47.9; M = 32 / 48 / 64: 53.6 / 81.1 / 101.8 against 47.8 / 48.1 / 48.4; 14336 x 4096 (split 8 ways) M = 17:
@@ -278,10 +282,15 @@ trt_woq_status ws_launch(const trt_woq_linear_params* p, cudaStream_t stream) {
 template <bool TMA>
 int32_t ws_score(const trt_woq_linear_params* p, int32_t sm) {
     DeviceInfo dev;
-    if (TMA || p->weight_format != TRT_WOQ_WEIGHT_INT4 || sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
+    if (sm != 90 || device_info(&dev) != TRT_WOQ_OK) return 1;
     const int64_t slots = 2 * int64_t{dev.sms};
     auto fills_one_wave = [&](int64_t ctas) { return ctas <= slots && 10 * ctas >= 8 * slots; };
     const int64_t tiles = (p->n + 127) / 128;
+    if (TMA) {  // FP6 at M >= 8 where the CTAs (split 8 ways from K = 12288) cover 80 % of the slots or more
+        const bool wide = 10 * tiles >= 8 * slots || (p->k >= 12288 && 10 * 8 * tiles >= 8 * slots);
+        return p->weight_format == TRT_WOQ_WEIGHT_FP6_E3M2 && p->m >= 8 && wide ? 103 : 1;
+    }
+    if (p->weight_format != TRT_WOQ_WEIGHT_INT4) return 1;
     const bool unsplit = p->k <= 8192 && fills_one_wave(tiles);
     if (p->m > kMaxM) return unsplit && p->m <= 24 ? 201 : 1;
     const bool split8 = p->k >= 12288 && fills_one_wave(8 * tiles) && (p->m <= 8 || p->m > 12);

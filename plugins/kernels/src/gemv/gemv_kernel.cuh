@@ -225,6 +225,31 @@ __device__ __forceinline__ void mma_corr(float (&c)[4], const uint4* xa) {
     for (int i = 0; i < 4; ++i) c[i] = c2[0][i] + c2[1][i];
 }
 
+/* A chunk's row sums (mma_corr per column tile of NB) computed once and stored for every lane of a CTA: they depend
+ * on q only, so lanes g = 0 store c0..c3 (rows 2q, 2q + 1) of column tile b at `at` + 64 b + 16 q (load_corr). */
+template <typename T, int NB>
+__device__ __forceinline__ void store_corr(uint32_t at, int g, int q, const uint4* xa, const uint4* xb) {
+    float c[NB][4];
+    mma_corr<T>(c[0], xa);
+    if constexpr (NB == 2) mma_corr<T>(c[1], xb);
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        if (g == 0) sts128(at + b * 64 + q * 16, c[b]);
+    }
+}
+
+template <int NB>
+__device__ __forceinline__ void load_corr(float (&corr)[NB][4], uint32_t at, int q) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        const uint4 v = lds128(at + b * 64 + q * 16);
+        corr[b][0] = __uint_as_float(v.x);
+        corr[b][1] = __uint_as_float(v.y);
+        corr[b][2] = __uint_as_float(v.z);
+        corr[b][3] = __uint_as_float(v.w);
+    }
+}
+
 /* The arrangement (every M): tiles j (A rows 0..7) and j + 1 (A rows 8..15) as the A operand, the activation rows as
  * B, in NB = MT / 8 column tiles of 8 rows. A fragment of lane (g, q): a0/a2 = channel g of tile j (k slots 2q.. /
  * 2q+8..), a1/a3 = channel g of tile j + 1; B fragment of column tile b: b0/b1 = activation row 8b + g at the same k
@@ -598,13 +623,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
                 uint4 xa[kVec];
                 uint4 xb[MT == 16 ? kVec : 1];
                 load_x(slice0 + i * x_bytes, xa, xb);
-                float cr[NB][4] = {};
-                mma_corr<T>(cr[0], xa);
-                if constexpr (NB == 2) mma_corr<T>(cr[1], xb);
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    if (g == 0) sts128(slice0 + slice_bytes + (i * NB + b) * 64 + q * 16, cr[b]);
-                }
+                store_corr<T, NB>(slice0 + slice_bytes + i * NB * 64, g, q, xa, xb);
             }
             __syncthreads();
         }
@@ -630,14 +649,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(Args<T> a) {
         // sums); resident activations read the CTA's.
         float corr[NB][4] = {};
         if constexpr (FOLD && kResident) {
-#pragma unroll
-            for (int b = 0; b < NB; ++b) {
-                const uint4 v = lds128(slice0 + slice_bytes + ((c - c_begin) * NB + b) * 64 + q * 16);
-                corr[b][0] = __uint_as_float(v.x);
-                corr[b][1] = __uint_as_float(v.y);
-                corr[b][2] = __uint_as_float(v.z);
-                corr[b][3] = __uint_as_float(v.w);
-            }
+            load_corr<NB>(corr, slice0 + slice_bytes + (c - c_begin) * NB * 64, q);
         } else if constexpr (FOLD) {
             mma_corr<T>(corr[0], xa);
             if constexpr (NB == 2) mma_corr<T>(corr[1], xb);

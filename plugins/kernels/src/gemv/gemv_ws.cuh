@@ -24,6 +24,8 @@
  *   producer = warp 4: lane l copies packed rows l, l + 32, ... and activation row l of each stage after the stage's
  *             "empty" barrier says the 4 consumer warps are done with it; the "full" barrier's transaction count
  *             completes the stage.
+ *   sum warp = warp 5 (ws_sum_warp: INT4 folded conversion, MT = 16, row copies): the stage's row sums once per CTA
+ *             (mma_corr), stored in the stage behind a "sums" barrier that the consumers wait on too.
  *   consumer = warp w: channels 32 w .. 32 w + 31 (tile pairs (0, 1), (2, 3)); per chunk of 128 k (INT4) or 64 k
  *             (INT8) lane (g, q) reads the same 16-byte fragment words gemv_kernel.cuh reads, from the row image.
  *   shared-memory banks: a stage's packed rows are 512 / 256 B apart (a multiple of 128), so a warp's 16-byte loads
@@ -44,20 +46,39 @@ namespace trt_woq {
 namespace gemv {
 
 constexpr int kWsStageWeightBytes = 16384;  // the CTA's packed rows per stage (2 bytes per k and packed row)
-constexpr int kWsHeaderBytes = 2048;  // barriers (256 B), per-channel scales and bias (2 x 128 x 4 B), aligned
+constexpr int kWsHeaderBytes = 2048;  // full / empty barriers (256 B), per-channel scales and bias (2 x 128 x 4 B),
+                                      // the sum warp's barriers (128 B), aligned
 
 /* k per stage: 256 (INT4: 32 packed rows of 4 channels) or 128 (INT8: 64 rows of 2), 16 KB of weights either way. */
 __host__ __device__ constexpr int ws_stage_k(int bits) {
     return bits == 8 ? 128 : 256;
 }
 
-/* Bytes of one stage: the packed rows (FP6: its 4-bit words, then its 2-bit words: 32 rows x 256 B), then the
- * activations of ws_stage_k k. Row copies (TMA = false): m rows, each
- * padded by 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle), the stage a multiple of
- * the swizzle's 1024-byte period. */
-__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma) {
+/* Whether a CTA has the sum warp: the folded INT4 conversion's row sums computed once per stage for all consumer
+ * warps, at MT = 16 with row copies (measured: at M <= 8 the extra warp cost more than the 8 mma per chunk it saves
+ * each consumer; M > 16 converts in full). */
+__host__ __device__ constexpr bool ws_sum_warp(int bits, int mode, int mt, bool tma) {
+    return bits == 4 && mode != kFineGroup && mt == 16 && !tma;
+}
+
+/* Warps of a CTA: the consumers, the producer (warp kWsConsumerWarps), the sum warp (the next one) if any. */
+__host__ __device__ constexpr int ws_warps(bool sum) {
+    return kWsConsumerWarps + 1 + (sum ? 1 : 0);
+}
+
+/* Offset of a stage's row sums (the sum warp's output): after the packed rows (FP6: its 4-bit words, then its 2-bit
+ * words: 32 rows x 256 B) and the activations of ws_stage_k k. Row copies (TMA = false): m rows, each padded by
+ * 16 B. Tensor copies: boxes of 64 k x MT rows (MT x 128 B, 128-byte swizzle), a multiple of the swizzle's 1024-byte
+ * period. */
+__host__ __device__ constexpr uint32_t ws_sum_offset(int bits, int m, int mt, bool tma) {
     return tma ? kWsStageWeightBytes + (bits == 6 ? kWsStageWeightBytes / 2 : 0) + ws_stage_k(bits) / 64 * mt * 128
                : (kWsStageWeightBytes + static_cast<uint32_t>(m) * (ws_stage_k(bits) * 2 + 16) + 127) / 128 * 128;
+}
+
+/* Bytes of one stage: ws_sum_offset, then (sum warp, row copies) 64 B of row sums per chunk and column tile of 8
+ * rows. */
+__host__ __device__ constexpr uint32_t ws_stage_bytes(int bits, int m, int mt, bool tma, bool sums = false) {
+    return ws_sum_offset(bits, m, mt, tma) + (sums ? ws_stage_k(bits) / 128 * (mt / 8) * 64 : 0);
 }
 
 struct WsArgs {
@@ -77,9 +98,11 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 
 /* TMA: the producer's lane 0 loads a stage with two-dimensional tensor copies (tmap_w: the CTA's packed rows as one
  * box; tmap_x: the activations, one swizzled box per 64 k; FP6, TMA only: tmap_w2, the rows' 2-bit words) instead of
- * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md). */
+ * one bulk copy per row. FP6 (layout 2) takes INT4's geometry for its 4-bit words (docs/layouts.md).
+ * Where ws_sum_warp says, the sum warp computes the folded conversion's row sums of each stage once (mma_corr into
+ * the stage's sum area, then its "sums" barrier) instead of every consumer warp per chunk. */
 template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
-__global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
+__global__ void __launch_bounds__(ws_warps(ws_sum_warp(BITS, MODE, MT, TMA)) * 32, MT > 32 ? 2 : 0)
     gemv_kernel_ws(Args<T> a, WsArgs ws, const __grid_constant__ CUtensorMap tmap_w,
                    const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w2) {
 #ifdef TRT_WOQ_WGMMA
@@ -108,15 +131,17 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
     constexpr bool kWide = NB > 2;  // M > 16: row copies, the converted fragments kept across column tiles
     static_assert(!kWide || !TMA, "M > 16 takes the row copies");
     constexpr uint32_t kXOff = kWsStageWeightBytes + (kFp6 ? kWsStageWeightBytes / 2 : 0);  // activations in a stage
+    constexpr bool kSum = ws_sum_warp(BITS, MODE, MT, TMA);
 
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t base = smem_addr(smem);
-    const uint32_t full0 = base, empty0 = base + 128;  // 16 barriers each at most
+    const uint32_t full0 = base, empty0 = base + 128, sums0 = base + 1280;  // 16 barriers each at most
     float* chan_scale = reinterpret_cast<float*>(smem + 256);
     float* chan_bias = chan_scale + kWsChannels;
     const uint32_t ring = (base + kWsHeaderBytes + 1023) / 1024 * 1024;  // the swizzle's period
     const int m = a.m;
-    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA);
+    const uint32_t stage_bytes = ws_stage_bytes(BITS, m, MT, TMA, kSum);
+    const uint32_t sum_off = ws_sum_offset(BITS, m, MT, TMA);
     const int stages = ws.stages;
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
@@ -132,6 +157,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
         for (int s = 0; s < stages; ++s) {
             mbar_init(full0 + 8 * s, 1);
             mbar_init(empty0 + 8 * s, kWsConsumerWarps);
+            if (kSum) mbar_init(sums0 + 8 * s, 1);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -143,6 +169,20 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
     float acc[kAcc][4];
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    // Activation row r, vector v (8 k) of lane block q of chunk ch in the stage whose activations start at xst: padded
+    // rows, or (TMA) box kk / 64, row r, 16-byte chunk (kk % 64) / 8 ^ r % 8.
+    auto x_at = [&](uint32_t xst, int ch, int q, int r, int v) {
+        const int kk = ch * KC + q * BK + 8 * v;
+        return xst + (TMA ? (kk >> 6) * MT * 128 + r * 128 + ((((kk & 63) >> 3) ^ (r & 7)) << 4) : r * kXRow + kk * 2);
+    };
+    // The B tiles of chunk ch for lane (g, q) (MT <= 16): rows g (xa) and g + 8 (xb), zeros past M and (!kv) K.
+    auto load_x = [&](uint32_t xst, int ch, int g, int q, bool kv, uint4* xa, uint4* xb) {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+            xa[v] = g < m && kv ? lds128(x_at(xst, ch, q, g, v)) : make_uint4(0, 0, 0, 0);
+            if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(x_at(xst, ch, q, g + 8, v)) : make_uint4(0, 0, 0, 0);
+        }
+    };
     if (warp == kWsConsumerWarps) {
         // Producer. Packed rows past N are not copied (N % I == 0: a row is wholly inside or past N).
         const int rows = min(kRows, (a.n - cta_base) / I);
@@ -170,8 +210,34 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                 bulk_copy(st + r * kRowBytes, wrow + static_cast<size_t>(r) * 2 * a.k + 2 * k0, 2 * kb, full0 + 8 * s);
             }
             for (int r = lane; r < m; r += 32) {
-                bulk_copy(st + kWsStageWeightBytes + r * kXRow, a.x + static_cast<size_t>(r) * a.k + k0, 2 * kb,
+                bulk_copy(st + kXOff + r * kXRow, a.x + static_cast<size_t>(r) * a.k + k0, 2 * kb,
                           full0 + 8 * s);
+            }
+        }
+    } else if (warp > kWsConsumerWarps) {
+        // The sum warp: per stage and chunk, the row sums of each column tile (mma_corr, as a consumer would run it;
+        // they depend on q only, so lanes g = 0 store them: 64 B per chunk and column tile), then the "sums" barrier.
+        // The consumers arrive on "empty" only after waiting for it, so the stage outlives these reads.
+        if constexpr (kSum) {
+            const int g = lane >> 2;
+            const int q = lane & 3;
+            for (int it = 0; it < nstages; ++it) {
+                const int s = it % stages;
+                mbar_wait(full0 + 8 * s, (it / stages) & 1);
+                const uint32_t st = ring + s * stage_bytes;
+#pragma unroll
+                for (int ch = 0; ch < kChunks; ++ch) {
+                    const int kc0 = k_begin + it * kStageK + ch * KC;
+                    if (kc0 >= k_end) break;
+                    uint4 xa[kVec], xb[MT == 16 ? kVec : 1];
+                    load_x(st + kXOff, ch, g, q, kc0 + q * BK < k_end, xa, xb);
+                    store_corr<T, NB>(st + sum_off + ch * NB * 64, g, q, xa, xb);
+                }
+                __syncwarp();
+                if (lane == 0) {  // the stage's next writer is the async proxy (as for the consumers' release)
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                    mbar_arrive(sums0 + 8 * s);
+                }
             }
         }
     } else {
@@ -233,6 +299,7 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                 if (it + 1 < nstages) load_scales(it + 1, sc_next, zc_next);
             }
             mbar_wait(full0 + 8 * s, (it / stages) & 1);
+            if constexpr (kSum) mbar_wait(sums0 + 8 * s, (it / stages) & 1);
             const uint32_t st = ring + s * stage_bytes;
             const uint32_t xst = st + kXOff;
 #pragma unroll
@@ -240,12 +307,14 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                 const int kc0 = k_begin + it * kStageK + ch * KC;
                 if (kc0 >= k_end) break;
                 const bool kv = kc0 + q * BK < k_end;  // K % 64 == 0: a lane block is wholly inside or past K
-                // Row r's k kk of this lane: padded rows, or (TMA) box kk / 64, row r, 16-byte chunk
-                // (kk % 64) / 8 ^ r % 8.
-                auto x_at = [&](int r, int v) {
-                    const int kk = ch * KC + q * BK + 8 * v;
-                    return xst + (TMA ? (kk >> 6) * MT * 128 + r * 128 + ((((kk & 63) >> 3) ^ (r & 7)) << 4)
-                                      : r * kXRow + kk * 2);
+                // Tile pair (j, j + 1)'s zero points (raw) and chunk scales of this chunk.
+                auto pair_params = [&](int j, T& za, T& zb, T& sa, T& sb) {
+                    const T zero = from_float<T>(0.0f);
+                    const int at = ch * NT + j;
+                    za = !ZEROS ? zero : GROUPED ? zc[at] : zpc[j];
+                    zb = !ZEROS ? zero : GROUPED ? zc[at + 1] : zpc[j + 1];
+                    sa = GROUPED ? sc[at] : zero;
+                    sb = GROUPED ? sc[at + 1] : zero;
                 };
                 if constexpr (kWide) {
                     // The tile pairs converted once (in full: with 4 to 8 column tiles per fragment the folded
@@ -266,13 +335,10 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                             const uint4 w0 = lds128(st + woff[j] + ch * kStride);
                             const uint4 w1 = lds128(st + woff[j + 1] + ch * kStride);
                             using P = typename Pair<T>::type;
-                            const T zero = from_float<T>(0.0f);
-                            const T za = !ZEROS ? zero : GROUPED ? zc[ch * NT + j] : zpc[j];
-                            const T zb = !ZEROS ? zero : GROUPED ? zc[ch * NT + j + 1] : zpc[j + 1];
+                            T za, zb;
+                            pair_params(j, za, zb, sab[2 * pp], sab[2 * pp + 1]);
                             zf[2 * pp] = to_float(za) - static_cast<float>(1 << (BITS - 1));
                             zf[2 * pp + 1] = to_float(zb) - static_cast<float>(1 << (BITS - 1));
-                            sab[2 * pp] = GROUPED ? sc[ch * NT + j] : zero;
-                            sab[2 * pp + 1] = GROUPED ? sc[ch * NT + j + 1] : zero;
                             const T za2 = from_float<T>(zf[2 * pp]), zb2 = from_float<T>(zf[2 * pp + 1]);
                             const uint2 none2 = make_uint2(0, 0);  // FP6's 2-bit words: not served here
                             convert_pair2<T, BITS, MODE == kFineGroup, ZEROS, false>(
@@ -285,7 +351,8 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                             uint4 xv[kVec];
 #pragma unroll
                             for (int v = 0; v < kVec; ++v) {
-                                xv[v] = 8 * b + g < m && kv ? lds128(x_at(8 * b + g, v)) : make_uint4(0, 0, 0, 0);
+                                xv[v] = 8 * b + g < m && kv ? lds128(x_at(xst, ch, q, 8 * b + g, v))
+                                                            : make_uint4(0, 0, 0, 0);
                             }
                             const float none[4] = {};
 #pragma unroll
@@ -302,13 +369,11 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                 } else {
                     uint4 xa[kVec];
                     uint4 xb[MT == 16 ? kVec : 1];
-#pragma unroll
-                    for (int v = 0; v < kVec; ++v) {
-                        xa[v] = g < m && kv ? lds128(x_at(g, v)) : make_uint4(0, 0, 0, 0);
-                        if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(x_at(g + 8, v)) : make_uint4(0, 0, 0, 0);
-                    }
+                    load_x(xst, ch, g, q, kv, xa, xb);
                     float corr[NB][4] = {};
-                    if constexpr (FOLD) {
+                    if constexpr (kSum) {  // the sum warp's, for rows 2q, 2q + 1 of each column tile
+                        load_corr<NB>(corr, st + sum_off + ch * NB * 64, q);
+                    } else if constexpr (FOLD) {
                         mma_corr<T>(corr[0], xa);
                         if constexpr (NB == 2) mma_corr<T>(corr[1], xb);
                     }
@@ -320,11 +385,8 @@ __global__ void __launch_bounds__((kWsConsumerWarps + 1) * 32, MT > 32 ? 2 : 0)
                         const uint32_t l_at = st + kWsStageWeightBytes + ch * kStride / 2;
                         const uint2 l0 = kFp6 ? lds64(l_at + woff[j] / 2) : make_uint2(0, 0);
                         const uint2 l1 = kFp6 ? lds64(l_at + woff[j + 1] / 2) : make_uint2(0, 0);
-                        const T zero = from_float<T>(0.0f);
-                        const T za = !ZEROS ? zero : GROUPED ? zc[ch * NT + j] : zpc[j];
-                        const T zb = !ZEROS ? zero : GROUPED ? zc[ch * NT + j + 1] : zpc[j + 1];
-                        const T sa = GROUPED ? sc[ch * NT + j] : zero;
-                        const T sb = GROUPED ? sc[ch * NT + j + 1] : zero;
+                        T za, zb, sa, sb;
+                        pair_params(j, za, zb, sa, sb);
                         chunk_pair<T, BITS, MODE, ZEROS, NB>(acc + j, acc2 + (kAcc2 ? j : 0), w0, w1, l0, l1, xa, xb,
                                                              corr, za, zb, sa, sb);
                     }
@@ -430,6 +492,8 @@ template <typename T, int BITS, int MODE, bool ZEROS, int MT, bool TMA>
 trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int smem_per_sm, cudaStream_t stream) {
     const Args<T> a = args_of<T>(p);
     auto kernel = gemv_kernel_ws<T, BITS, MODE, ZEROS, MT, TMA>;
+    constexpr bool kSum = ws_sum_warp(BITS, MODE, MT, TMA);
+    const dim3 block(ws_warps(kSum) * 32);
     CUtensorMap tmap_w = {}, tmap_x = {}, tmap_w2 = {};
     if (TMA) {
         // Packed rows [N / I, K / 2 words], box [128 / I rows, ws_stage_k / 2 words], unswizzled (the row images the
@@ -447,12 +511,12 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
             return record_cuda_error(cudaErrorInvalidValue);
         }
     }
-    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA);
+    const size_t stage = ws_stage_bytes(BITS, static_cast<int>(p->m), MT, TMA, kSum);
     // Two CTAs per SM, or one where the registers allow only one (MT = 64: ~216 per thread; capping them at two
     // CTAs' share spills): the SM's shared memory shared by those CTAs, less the per-CTA reserve (1 KB), the header
     // and (TMA) the alignment of the ring to 1024 bytes.
     int by_regs = 0;
-    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_regs, kernel, (kWsConsumerWarps + 1) * 32, 0);
+    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_regs, kernel, block.x, 0);
     if (err != cudaSuccess) return record_cuda_error(err);
     const size_t fixed = kWsHeaderBytes + (TMA ? 1024 : 0);
     const size_t budget = static_cast<size_t>(smem_per_sm) / std::min(2, std::max(1, by_regs)) - 1024 - fixed;
@@ -462,13 +526,12 @@ trt_woq_status launch_ws_kernel(const trt_woq_linear_params* p, int sms, int sme
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return record_cuda_error(err);
     int per_sm = 0;
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (kWsConsumerWarps + 1) * 32, smem);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.x, smem);
     if (err != cudaSuccess) return record_cuda_error(err);
     const int64_t tiles = (p->n + kWsChannels - 1) / kWsChannels;
     const int64_t kc = BITS == 8 ? 64 : 128;
     const int64_t nchunks = (p->k + kc - 1) / kc;
     const int64_t min_chunks = 6 * ws_stage_k(BITS) / kc;  // stages per split at least
-    const dim3 block((kWsConsumerWarps + 1) * 32);
     int nsplit = 1;
     double best = -1.0;
     for (int s = 1; s <= 8; ++s) {
