@@ -38,6 +38,7 @@
 #include "conv/transpose.cuh"
 #include "converters.cuh"
 #include "epilogue.cuh"
+#include "pdl.cuh"
 
 namespace trt_woq {
 namespace conv_implicit {
@@ -270,11 +271,10 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     // ---- A copies: the CTA's packed rows for one chunk, plus its scales / zeros when grouped ----
     const int row0 = n0 / G::I;
     const int rows_total = a.n / G::I;
-    auto issue_a = [&](int rel) {
+    auto issue_weights = [&](int rel) {  // no commit: issue_a's, or the prologue's
         if (rel < c_count) {
             const int chunk = c_begin + rel;
             const int stage = rel % kStages;
-            if constexpr (CL) copy_patches(stage);
             const uint32_t dst = smem_u32(a_ring + stage * G::kABytes);
 #pragma unroll
             for (int i = tid; i < G::kRows * 8; i += kThreads) {
@@ -297,6 +297,12 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 }
             }
         }
+    };
+    auto issue_a = [&](int rel) {
+        if constexpr (CL) {
+            if (rel < c_count) copy_patches(rel % kStages);
+        }
+        issue_weights(rel);
         cp_commit();
     };
 
@@ -315,8 +321,22 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     // ---- prologue: tables, A copies, the patches of chunks 0 (in shared memory) and 1 (in registers) ----
 #pragma unroll
     for (int r = 0; r < kTables; ++r) write_table(r);
+    if constexpr (CL) {
+        // The weights of the first stages stream before the wait for the kernel ahead (the NCHW input's transpose,
+        // launched as its programmatic dependent: conv_implicit_cl::launch); the patches after it. Group st holds
+        // the patches of stage st and the weights of stages <= st, so the main loop's waits keep their meaning.
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) issue_a(st);
+        for (int st = 0; st < kStages - 1; ++st) issue_weights(st);
+        pdl_wait();
+#pragma unroll
+        for (int st = 0; st < kStages - 1; ++st) {
+            if (st < c_count) copy_patches(st % kStages);
+            cp_commit();
+        }
+    } else {
+#pragma unroll
+        for (int st = 0; st < kStages - 1; ++st) issue_a(st);
+    }
     __syncthreads();
     Gathered ga, gb;  // NCHW: the chunks rel + 1 and rel + 2 in flight: ga for even rel, gb for odd
     if constexpr (!CL) {
@@ -443,25 +463,43 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
 #else
     __syncthreads();
 #endif
-    // ---- rank r finishes channels r, r + split, ...: sum, scale, bias, epilogue, NCHW store ----
+    // ---- rank r finishes channels r, r + split, ...: sum, scale, bias, epilogue, NCHW store; 4 pixels per thread,
+    // every peer's partial sums loaded at once (one DSMEM round trip, not split - 1 in a row) ----
+    constexpr int kVec = 4, kPeers = kMaxSplitCL > kMaxSplit ? kMaxSplitCL : kMaxSplit;
     const int my_channels = (BN - rank + split - 1) / split;
-    for (int e = tid; e < my_channels * BM; e += kThreads) {
-        const int c = rank + (e / BM) * split, p = e % BM;
-        const int gn = n0 + c, gmm = m0 + p;
-        float v = red[c * kRedStride + p];
+    for (int e = tid; e < my_channels * (BM / kVec); e += kThreads) {
+        const int c = rank + (e / (BM / kVec)) * split, p = (e % (BM / kVec)) * kVec;
+        float4 v = *reinterpret_cast<const float4*>(red + c * kRedStride + p);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if constexpr (CLUSTER) {
-            for (int r = 0; r < split; ++r) {
-                if (r != rank) v += cg::this_cluster().map_shared_rank(red, r)[c * kRedStride + p];
+            float4 peer[kPeers];
+#pragma unroll
+            for (int r = 0; r < kPeers; ++r) {
+                peer[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (r < split && r != rank)
+                    peer[r] = *reinterpret_cast<const float4*>(cg::this_cluster().map_shared_rank(red, r) +
+                                                               c * kRedStride + p);
+            }
+#pragma unroll
+            for (int r = 0; r < kPeers; ++r) {
+                v.x += peer[r].x;
+                v.y += peer[r].y;
+                v.z += peer[r].z;
+                v.w += peer[r].w;
             }
         }
 #endif
-        if (gn < a.n && gmm < a.m) {
-            if constexpr (!GROUPED) v *= float(a.scales[gn]);
-            if (a.bias != nullptr) v += float(a.bias[gn]);
-            v = apply_epilogue(v, a.ep);
-            const int b = gmm / ohw, r = gmm - b * ohw;
-            a.y[(int64_t(b) * a.n + gn) * ohw + r] = T(v);
+        const int gn = n0 + c;
+        if (gn >= a.n) continue;
+        const float sc = GROUPED ? 1.f : float(a.scales[gn]), bn = a.bias != nullptr ? float(a.bias[gn]) : 0.f;
+        const float y[kVec] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+            const int gmm = m0 + p + i;
+            if (gmm < a.m) {
+                const int b = gmm / ohw, r = gmm - b * ohw;
+                a.y[(int64_t(b) * a.n + gn) * ohw + r] = T(apply_epilogue(y[i] * sc + bn, a.ep));
+            }
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -513,8 +551,10 @@ int device_sms() {
     return sms;
 }
 
+/* `programmatic`: a programmatic dependent of the kernel ahead (the transpose), waiting for it in the prologue. */
 template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL>
-trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, cudaStream_t stream) {
+trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, bool programmatic,
+                             cudaStream_t stream) {
     const Args<T> a = {x,                                    static_cast<const unsigned char*>(p->packed_weight),
                        static_cast<const T*>(p->scales),     static_cast<const T*>(p->zeros),
                        static_cast<const T*>(p->bias),       static_cast<T*>(p->output),
@@ -536,15 +576,16 @@ trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const L
         }();
         if (opt_in != cudaSuccess) return record_cuda_error(opt_in);
     }
-    return launch_in_clusters(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), smem,
-                              CLUSTER ? static_cast<unsigned>(pl.split) : 1u, stream, a);
+    return launch_ex(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), smem,
+                     CLUSTER ? static_cast<unsigned>(pl.split) : 1u, programmatic, stream, a);
 }
 
 template <typename T, int BITS, bool CL>
-trt_woq_status launch_bits(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, cudaStream_t stream) {
+trt_woq_status launch_bits(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, bool programmatic,
+                           cudaStream_t stream) {
     const bool grouped = p->group_size != -1, zeros = p->zeros != nullptr, cluster = pl.split > 1;
 #define TRT_WOQ_CONV_CASE(G, Z, C) \
-    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C, CL>(p, x, pl, stream);
+    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C, CL>(p, x, pl, programmatic, stream);
     TRT_WOQ_CONV_CASE(false, false, false)
     TRT_WOQ_CONV_CASE(false, false, true)
     TRT_WOQ_CONV_CASE(false, true, false)
@@ -566,7 +607,7 @@ bool shape_ok(const trt_woq_linear_params* p, int64_t reach) {
 }
 
 template <bool CL>
-trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cudaStream_t stream) {
+trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, bool programmatic, cudaStream_t stream) {
     int dev = 0, major = 0, minor = 0;
     cudaError_t err = cudaGetDevice(&dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -578,11 +619,11 @@ trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cud
     using B = __nv_bfloat16;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
-        return bf16 ? launch_bits<B, 4, CL>(p, static_cast<const B*>(x), pl, stream)
-                    : launch_bits<H, 4, CL>(p, static_cast<const H*>(x), pl, stream);
+        return bf16 ? launch_bits<B, 4, CL>(p, static_cast<const B*>(x), pl, programmatic, stream)
+                    : launch_bits<H, 4, CL>(p, static_cast<const H*>(x), pl, programmatic, stream);
     }
-    return bf16 ? launch_bits<B, 8, CL>(p, static_cast<const B*>(x), pl, stream)
-                : launch_bits<H, 8, CL>(p, static_cast<const H*>(x), pl, stream);
+    return bf16 ? launch_bits<B, 8, CL>(p, static_cast<const B*>(x), pl, programmatic, stream)
+                : launch_bits<H, 8, CL>(p, static_cast<const H*>(x), pl, programmatic, stream);
 }
 
 }  // namespace
@@ -610,7 +651,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t) {
 }
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    return launch_variant<false>(p, p->activation, stream);
+    return launch_variant<false>(p, p->activation, false, stream);
 }
 
 }  // namespace conv_implicit
@@ -647,9 +688,13 @@ int32_t score(const trt_woq_linear_params* p, int32_t) {
     return wins ? 3 : 0;
 }
 
-trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+namespace {
+
+/* An NCHW activation is transposed into the workspace first; the conv kernel is that kernel's programmatic dependent
+ * (`programmatic`: its launch and its first weight copies overlap the transpose) or waits for it (the tactic). */
+trt_woq_status launch_after_transpose(const trt_woq_linear_params* p, bool programmatic, cudaStream_t stream) {
     const trt_woq_conv_geometry& g = p->conv;
-    if (g.activation_nhwc) return conv_implicit::launch_variant<true>(p, p->activation, stream);
+    if (g.activation_nhwc) return conv_implicit::launch_variant<true>(p, p->activation, false, stream);
     const trt_woq_status s =
         p->act_type == TRT_WOQ_ACT_BF16
             ? conv::transpose(static_cast<const __nv_bfloat16*>(p->activation),
@@ -657,8 +702,20 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
                               stream)
             : conv::transpose(static_cast<const half*>(p->activation), static_cast<half*>(p->workspace), g.batch,
                               g.in_channels, g.in_h * g.in_w, stream);
-    return s != TRT_WOQ_OK ? s : conv_implicit::launch_variant<true>(p, p->workspace, stream);
+    return s != TRT_WOQ_OK ? s : conv_implicit::launch_variant<true>(p, p->workspace, programmatic, stream);
 }
+
+}  // namespace
+
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    return launch_after_transpose(p, true, stream);
+}
+
+trt_woq_status launch_serial(const trt_woq_linear_params* p, cudaStream_t stream) {
+    return launch_after_transpose(p, false, stream);
+}
+
+int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }
 
 }  // namespace conv_implicit_cl
 }  // namespace trt_woq
