@@ -127,6 +127,8 @@ const Candidate kConvCandidates[] = {
      conv_implicit_cl::launch, conv_implicit_cl::score},
     {"conv_implicit_cl_w4", kIntWeightOnlyConv, conv_implicit_cl::supports, conv_implicit_cl::workspace,
      conv_implicit_cl::launch_w4, conv_implicit_cl::score_tactic},
+    {"conv_implicit_cl_w8", kIntWeightOnlyConv, conv_implicit_cl::supports, conv_implicit_cl::workspace,
+     conv_implicit_cl::launch_w8, conv_implicit_cl::score_tactic},
     TRT_WOQ_CONV_WGMMA("conv_wgmma", score, -1, -1, -1),
     TRT_WOQ_CONV_WGMMA("conv_wgmma_t64", score_tactic, 0, conv_wgmma::kPlanModel, -1),
     TRT_WOQ_CONV_WGMMA("conv_wgmma_t128", score_tactic, 1, conv_wgmma::kPlanModel, -1),

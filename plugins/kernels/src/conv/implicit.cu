@@ -737,9 +737,17 @@ trt_woq_status launch_slices(const trt_woq_linear_params* p, cudaStream_t stream
 
 }  // namespace
 
-trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_slices<2>(p, stream); }
+/* The K slices where they measured faster (H100, python -m trt_woq.bench_conv's cl (8 warps) and cl_w4 columns,
+ * docs/kernels.md): 8 warps up to 640 output channels at M <= 512 (1 x 512 7x7, 8 x 512 7x7, 1 x 256 14x14, 1 x
+ * 1024 -> 256 1x1: 3-8 % faster); 4 beyond (1280 channels: 8 warps 0-6 % slower for INT4 at batch 1, 2 and 8) and
+ * at larger M (8 x 256 14x14, 56x56: 5-8 % slower). */
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    return p->n <= 640 && p->m <= 512 ? launch_slices<2>(p, stream) : launch_slices<1>(p, stream);
+}
 
 trt_woq_status launch_w4(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_slices<1>(p, stream); }
+
+trt_woq_status launch_w8(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_slices<2>(p, stream); }
 
 int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }
 
