@@ -9,7 +9,8 @@
  *
  * Tiles
  *   CTA   = 4 warps, 64 output channels (warp w: channels 16w .. 16w + 15 as A rows 0..15) x 64 output pixels (8 mma
- *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles).
+ *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles). The channels-last
+ *           path may run 8 warps in two K slices of each chunk (SLICES, conv_implicit_cl::launch).
  *   A     = per chunk, the 64 channels' 128-byte lines of layout 1 (16 INT4 or 32 INT8 packed rows), copied with
  *           cp.async into an 8-stage (INT4) or 5-stage (INT8) ring, rows padded to 144 bytes (conflict-free fragment
  *           reads). Lane (g, q) takes word q of each permutation block of channels 16w + g and 16w + 8 + g: exactly
@@ -19,8 +20,8 @@
  *           the offset c * H * W + i * dh * W + j * dw and the bit of tap (i, j); each pixel holds the 64-bit mask of
  *           its taps inside the input (zero padding, and pixels past M), so an element costs a mask test, an address
  *           and a predicated load. Stored as 16-byte rows with an XOR swizzle, read with ldmatrix.x4.
- *   split = on SM90 the K range is split over a thread-block cluster of up to 8 CTAs (the batch-1 convs have 8-20
- *           tiles for 132 SMs); the partial sums meet in distributed shared memory, each rank reducing every
+ *   split = on SM90 the K range is split over a thread-block cluster of up to 8 CTAs (16 on the channels-last path;
+ *           the batch-1 convs have 8-20 tiles for 132 SMs); the partial sums meet in distributed shared memory, each rank reducing every
  *           split-th channel of the tile: no workspace, no second kernel.
  *   store = FP32 sum x per-channel scale (grouped scales multiply the converted weights before the mma), + bias,
  *           the fused epilogue (epilogue.cuh), one rounding, written straight into the NCHW output.
