@@ -30,10 +30,14 @@ LINEARS = [(1, 4096, 14336), (16, 4096, 14336), (64, 4096, 14336)]
 OURS = {"int8_pc": (8, -1), "int4_g128": (4, 128)}
 # Each timed by id: column -> (candidate, weight K order, NHWC activation). The dispatch's pick for K order (i, j, c)
 # and an NCHW activation (what the graph pass writes and the plugin passes) is reported and used in the ratios.
+# "gemm" (candidate None): the linear dispatch on the conv's implicit-GEMM shape [M = pixels, K = C kh kw] x [K, N]
+# with a ready [M, K] activation: what our linear kernels do with that shape, without the patches or the transpose.
 VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "im2col": ("conv_im2col", K.ConvKOrder.CIJ, False),
             "cl": ("conv_implicit_cl", K.ConvKOrder.IJC, False),
             "cl_nhwc": ("conv_implicit_cl", K.ConvKOrder.IJC, True),
+            "cl_w4": ("conv_implicit_cl_w4", K.ConvKOrder.IJC, False),
+            "cl_w8": ("conv_implicit_cl_w8", K.ConvKOrder.IJC, False),
             "wgmma": ("conv_wgmma", K.ConvKOrder.IJC, False),
             "wgmma_nhwc": ("conv_wgmma", K.ConvKOrder.IJC, True),
             "wg64": ("conv_wgmma_t64", K.ConvKOrder.IJC, False),
@@ -42,7 +46,8 @@ VARIANTS = {"implicit": ("conv_implicit", K.ConvKOrder.CIJ, False),
             "wgmma_quads": ("conv_wgmma_quads", K.ConvKOrder.IJC, False),
             "wgmma_scalar": ("conv_wgmma_scalar", K.ConvKOrder.IJC, False),
             "wgmodel": ("conv_wgmma_model", K.ConvKOrder.IJC, False),
-            "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False)}
+            "wgfill": ("conv_wgmma_fill", K.ConvKOrder.IJC, False),
+            "gemm": (None, K.ConvKOrder.IJC, False)}
 # Columns also timed INT4 + fused SiLU by id (the fused activation's cost on each store; the dispatch's pick always).
 SILU_VARIANTS = ("wgmodel", "wgmma_quads", "wgmma_scalar")
 
@@ -108,6 +113,17 @@ def ours_calls(lib, m, k, n, bits, group, l2, x, y, bias, epilogue=K.Epilogue.NO
     return [call(p) for p in params], wbytes
 
 
+def variant_calls(lib, ids, v, m, k, n, bits, group, l2, geo, x, x_nhwc, y, bias):
+    """The calls of column ``v`` of VARIANTS (one per weight copy) and the bytes of one copy."""
+    cand, _, nhwc = VARIANTS[v]
+    if cand is None:
+        torch = _torch()
+        return ours_calls(lib, m, k, n, bits, group, l2, torch.randn(m, k, device="cuda").half(),
+                          torch.empty(m, n, device="cuda").half(), bias)
+    return ours_calls(lib, m, k, n, bits, group, l2, x_nhwc if nhwc else x, y, bias, op=K.Op.CONV2D, conv=geo[v],
+                      candidate=ids[cand])
+
+
 def cudnn_calls(batch, cin, cout, ks, hw, l2, channels_last):
     torch = _torch()
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -161,10 +177,9 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
         for name, (bits, group) in OURS.items():
             prm = K.make_params(m=m, n=cout, k=k, bits=bits, group_size=group, op=K.Op.CONV2D, conv=g)
             picks[name] = lib.candidate_name(lib.dispatch(prm))
-            for v, (cand, _, nhwc) in cols.items():
-                methods[f"{name}_{v}"], wbytes[name] = ours_calls(lib, m, k, cout, bits, group, l2,
-                                                                  x_nhwc if nhwc else x, y, bias, op=K.Op.CONV2D,
-                                                                  conv=geo[v], candidate=ids[cand])
+            for v in cols:
+                methods[f"{name}_{v}"], wbytes[name] = variant_calls(lib, ids, v, m, k, cout, bits, group, l2, geo,
+                                                                     x, x_nhwc, y, bias)
         methods["int4_g128_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, K.Epilogue.SILU,
                                                   K.Op.CONV2D, g)
         methods["int4_g128_then_silu"], _ = ours_calls(lib, m, k, cout, 4, 128, l2, x, y, bias, op=K.Op.CONV2D,
@@ -217,9 +232,9 @@ def run(log=print, conv_rows=None, linears=True, variants=None) -> dict:
     return {"device": torch.cuda.get_device_name(0), "copy_gbps": bw, "convs": rows, "linears": lin_rows}
 
 
-def profile(conv_rows, labels_file) -> None:
+def profile(conv_rows, labels_file, variants=None) -> None:
     """For a profiler (tests/device/conv_ncu.py): each conv row's cuDNN FP16 (NCHW, channels-last) and INT4 g128 of
-    every VARIANTS column, each launched once after a marker kernel (``torch.cuda._sleep``), between
+    the VARIANTS columns named in ``variants`` (default all), each launched once after a marker kernel (``torch.cuda._sleep``), between
     cudaProfilerStart / Stop; the labels in launch order go to ``labels_file`` as JSON."""
     torch = _torch()
     torch.backends.cudnn.benchmark = True
@@ -233,9 +248,8 @@ def profile(conv_rows, labels_file) -> None:
             calls, _ = cudnn_calls(batch, cin, cout, ks, hw, 0, layout == "cl")
             calls[0]()  # cuDNN's algorithm search, outside the profiled range
             launches.append((f"{row} cudnn_{layout}", calls[0]))
-        for v, (cand, _, nhwc) in VARIANTS.items():
-            calls, _ = ours_calls(lib, m, k, cout, 4, 128, 0, x_nhwc if nhwc else x, y, bias, op=K.Op.CONV2D,
-                                  conv=geo[v], candidate=ids[cand])
+        for v in variants or VARIANTS:
+            calls, _ = variant_calls(lib, ids, v, m, k, cout, 4, 128, 0, geo, x, x_nhwc, y, bias)
             launches.append((f"{row} int4_{v}", calls[0]))
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
@@ -268,7 +282,7 @@ def main(argv=None) -> int:
     except ImportError:
         return cli_error(p.prog, "the benchmark needs torch with CUDA")
     if args.profile:
-        profile(rows if rows is not None else range(len(CONVS)), args.profile)
+        profile(rows if rows is not None else range(len(CONVS)), args.profile, variants)
         return 0
     result = run(conv_rows=rows, linears=not args.no_linears, variants=variants)
     if args.json:

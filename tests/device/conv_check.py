@@ -9,7 +9,8 @@ Run on a GPU machine from the repository root after building the kernels (tests/
    BF16 x M in {1, 5, 16, 64, 200} on K = 1152, N = 520 (a partial tile), through the dispatch and every candidate
    that supports the problem. Reference: float64 epilogue(X @ W + bias) with the epilogue's float64 function from
    graph_passes/registry/epilogues.py, on pre-activations of unit size (the activations' curved part).
-2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl, conv_wgmma*):
+2. Conv2d, on the dispatch and on every conv candidate (conv_im2col, conv_implicit, conv_implicit_cl and its 4- and
+   8-warp tactics, conv_wgmma*):
    1x1 / 3x3 / 7x7, odd heights and widths, asymmetric padding, stride 2, dilation 2 (and both), batch 1 to 8, partial
    channel and pixel tiles, pixel tiles across rows and images, output images of 8k, 4k, 2k and odd pixels (conv_wgmma's
    store widths), plus real layer shapes whose K is split (over a cluster; conv_wgmma: stream-K, its tactics included:

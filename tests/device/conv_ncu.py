@@ -1,9 +1,11 @@
 """Nsight Compute figures of the conv paths next to cuDNN (issue 18): per-kernel time, throughputs, global load
 requests and the top stall reasons of every kernel that each method launches, for some rows of bench_conv's CONVS.
 
-    TRT_WOQ_KERNELS_PATH=.../libtrt_woq_kernels.so PYTHONPATH=python:. python3 tests/device/conv_ncu.py [ROWS] [OUT]
+    TRT_WOQ_KERNELS_PATH=.../libtrt_woq_kernels.so PYTHONPATH=python:. python3 tests/device/conv_ncu.py [ROWS] [OUT] \
+        [VARIANTS]
 
-ROWS: comma-separated indices into trt_woq.bench_conv.CONVS (default 0,7,11: 1x1280 8x8, 1x512 7x7, 8x256 56x56).
+ROWS: comma-separated indices into trt_woq.bench_conv.CONVS (default 0,7,11: 1x1280 8x8, 1x512 7x7, 8x256 56x56);
+VARIANTS: comma-separated columns of trt_woq.bench_conv.VARIANTS (default all).
 Runs ``python -m trt_woq.bench_conv --profile`` under ncu (clocks unlocked, caches flushed before each kernel: the
 weights come from DRAM) and prints one line per kernel under its method's label.
 """
@@ -22,6 +24,7 @@ STALLS = ("long_scoreboard", "short_scoreboard", "barrier", "lg_throttle", "mio_
           "wait", "not_selected", "dispatch_stall", "membar", "sleeping", "no_instruction", "tex_throttle")
 COLUMNS = {  # short name -> metric
     "us": "gpu__time_duration.sum",
+    "ctas": "launch__grid_size",
     "sm%": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram%": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1%": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -42,7 +45,7 @@ def main(argv=None) -> int:
     metrics = list(COLUMNS.values()) + [STALL_METRIC.format(s) for s in STALLS]
     cmd = ["ncu", "--profile-from-start", "off", "--clock-control", "none", "--csv", "--log-file", log, "--metrics",
            ",".join(metrics), sys.executable, "-m", "trt_woq.bench_conv", "--profile", labels_file,
-           "--conv-rows", rows]
+           "--conv-rows", rows] + (["--variants", argv[2]] if len(argv) > 2 else [])
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0 or not os.path.exists(labels_file):
         print(done.stdout[-3000:], done.stderr[-3000:])

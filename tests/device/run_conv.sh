@@ -2,7 +2,8 @@
 # One device call for issue 18: build the kernels, the epilogue + conv2d device test, the conv benchmark.
 #   bash tests/device/run_conv.sh [check|sanitize|ncu|bench|linears ...]   (default: all but ncu)
 # CONV_CHECK_ARGS passes options to conv_check.py (e.g. --convs-only); CONV_BENCH_ROWS (e.g. 0,7) limits the bench
-# to those rows of bench_conv.CONVS, CONV_BENCH_VARIANTS (e.g. cl,wgmma) to those columns of bench_conv.VARIANTS;
+# to those rows of bench_conv.CONVS, CONV_BENCH_VARIANTS (e.g. cl,wgmma) to those columns of bench_conv.VARIANTS
+# (CONV_NCU_ROWS / CONV_NCU_VARIANTS the same for the ncu step);
 # CHECK_TIMEOUT / NCU_TIMEOUT / BENCH_TIMEOUT bound the steps (seconds).
 # Logs and bench_conv.json go to $OUT (the device tool's folder) or ./conv-out.
 set -uo pipefail
@@ -39,7 +40,8 @@ for step in "${steps[@]}"; do
       grep -E "passed|ERROR SUMMARY|Invalid|at 0x|by thread|FAIL" "$OUT/sanitize.log" | head -12
       [[ $r -ne 0 ]] && rc=1 ;;
     ncu)  # per-kernel Nsight Compute figures of every conv path and cuDNN (rows: CONV_NCU_ROWS, default 0,7,11)
-      timeout ${NCU_TIMEOUT:-150} python3 tests/device/conv_ncu.py "${CONV_NCU_ROWS:-0,7,11}" "$OUT" 2>&1 \
+      timeout ${NCU_TIMEOUT:-150} python3 tests/device/conv_ncu.py "${CONV_NCU_ROWS:-0,7,11}" "$OUT" \
+        ${CONV_NCU_VARIANTS:-} 2>&1 \
         | tee "$OUT/ncu.log" ;;
     bench)  # every conv row in one process (the CUDA graphs of a failing method are reported in its row)
       timeout ${BENCH_TIMEOUT:-200} python3 -m trt_woq.bench_conv --no-linears --json "$OUT/bench_conv.json" \

@@ -9,7 +9,8 @@
  *
  * Tiles
  *   CTA   = 4 warps, 64 output channels (warp w: channels 16w .. 16w + 15 as A rows 0..15) x 64 output pixels (8 mma
- *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles).
+ *           column tiles of 8), K in chunks of 64. grid = (split, pixel tiles, channel tiles). The channels-last
+ *           path may run 8 warps in two K slices of each chunk (SLICES, conv_implicit_cl::launch).
  *   A     = per chunk, the 64 channels' 128-byte lines of layout 1 (16 INT4 or 32 INT8 packed rows), copied with
  *           cp.async into an 8-stage (INT4) or 5-stage (INT8) ring, rows padded to 144 bytes (conflict-free fragment
  *           reads). Lane (g, q) takes word q of each permutation block of channels 16w + g and 16w + 8 + g: exactly
@@ -19,8 +20,8 @@
  *           the offset c * H * W + i * dh * W + j * dw and the bit of tap (i, j); each pixel holds the 64-bit mask of
  *           its taps inside the input (zero padding, and pixels past M), so an element costs a mask test, an address
  *           and a predicated load. Stored as 16-byte rows with an XOR swizzle, read with ldmatrix.x4.
- *   split = on SM90 the K range is split over a thread-block cluster of up to 8 CTAs (the batch-1 convs have 8-20
- *           tiles for 132 SMs); the partial sums meet in distributed shared memory, each rank reducing every
+ *   split = on SM90 the K range is split over a thread-block cluster of up to 8 CTAs (16 on the channels-last path;
+ *           the batch-1 convs have 8-20 tiles for 132 SMs); the partial sums meet in distributed shared memory, each rank reducing every
  *           split-th channel of the tile: no workspace, no second kernel.
  *   store = FP32 sum x per-channel scale (grouped scales multiply the converted weights before the mma), + bias,
  *           the fused epilogue (epilogue.cuh), one rounding, written straight into the NCHW output.
@@ -38,14 +39,15 @@
 #include "conv/transpose.cuh"
 #include "converters.cuh"
 #include "epilogue.cuh"
+#include "pdl.cuh"
 
 namespace trt_woq {
 namespace conv_implicit {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int BN = 16 * kWarps;  // output channels per CTA
+constexpr int kWarps = 4;             // warps of one K slice (16 channels each)
+constexpr int kThreads = kWarps * 32;  // threads of one K slice
+constexpr int BN = 16 * kWarps;        // output channels per CTA
 constexpr int BM = 64;           // output pixels per CTA
 constexpr int KC = 64;           // k per chunk
 constexpr int kTables = 4;       // k-table ring (written 4 chunks ahead, read 2 ahead)
@@ -151,8 +153,15 @@ struct Gathered {
     unsigned short v[4][8];
 };
 
-template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL>
-__global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
+/* SLICES: the CTA's warps in K slices of one chunk (1: 4 warps; 2: 8 warps, slice s taking the chunk's k16 steps 2s
+ * and 2s + 1, its partial sums added in shared memory before the reduction): twice the warps on the same tile, each
+ * with half of every chunk's serial chain of conversions and mma (the batch-1 convs are latency-bound per chunk).
+ * Both keep 3 CTAs per SM (the plan's residency): 8 warps within 80 registers. */
+template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL, int SLICES>
+__global__ void __launch_bounds__(kThreads* SLICES, SLICES == 2 ? 3 : 1) conv_implicit_kernel(Args<T> a) {
+    static_assert((SLICES == 1 || SLICES == 2) && (CL || SLICES == 1), "K slices: 1, or 2 on the channels-last path");
+    constexpr int kCtaThreads = kThreads * SLICES;
+    constexpr int kPixStride = kCtaThreads / 8, kPix = BM / kPixStride;  // a thread's patch pixels: pix0 + stride s
     using P = typename Pair<T>::type;
     using G = Geo<BITS, CL>;
     constexpr int kStages = G::kStages;
@@ -165,6 +174,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
+    const int cw = warp % kWarps, slice = warp / kWarps;  // 16-channel group, K slice
     const int split = gridDim.x;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.z * BN;
     const trt_woq_conv_geometry& g = a.g;
@@ -174,16 +184,16 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     const int group = GROUPED ? 1 << a.group_shift : a.k;
     const int groups_per_chunk = group < KC ? KC / group : 1;  // 2 for group 32
 
-    // ---- the gather's fixed part: vector `vec` (k 8 vec .. 8 vec + 7 of each chunk) of pixels pix0 + 16 s; CL:
+    // ---- the gather's fixed part: vector `vec` (k 8 vec .. 8 vec + 7 of each chunk) of pixels pix0 + kPixStride s; CL:
     // the 8 vectors of a pixel on consecutive lanes (a pixel's channels are contiguous), else the pixels ----
     const int vec = CL ? tid & 7 : tid >> 4;
     const int pix0 = CL ? tid >> 3 : tid & 15;
     const int ohw = g.out_h * g.out_w;
-    const T* xp[4];        // x at (b, iy0, ix0) of the pixel: tap (c, i, j) reads xp + its offset
-    uint32_t mask[4][2];  // taps (i, j) that fall inside the input; none for pixels past M
+    const T* xp[kPix];        // x at (b, iy0, ix0) of the pixel: tap (c, i, j) reads xp + its offset
+    uint32_t mask[kPix][2];  // taps (i, j) that fall inside the input; none for pixels past M
 #pragma unroll
-    for (int s4 = 0; s4 < 4; ++s4) {
-        const int gm = m0 + pix0 + 16 * s4;
+    for (int s4 = 0; s4 < kPix; ++s4) {
+        const int gm = m0 + pix0 + kPixStride * s4;
         mask[s4][0] = mask[s4][1] = 0;
         xp[s4] = a.x;
         if (gm < a.m) {
@@ -235,9 +245,9 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         const uint32_t lo = tap < 32 ? 1u << tap : 0u, hi = tap < 32 ? 0u : 1u << (tap - 32);
         const uint32_t base = smem_u32(b_buf + stage * G::kBBytes);
 #pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
+        for (int s4 = 0; s4 < kPix; ++s4) {
             const bool ok = ((mask[s4][0] & lo) | (mask[s4][1] & hi)) != 0;
-            cp_async(base + b_offset(pix0 + 16 * s4, vec), ok ? xp[s4] + off : a.x, 16, ok);
+            cp_async(base + b_offset(pix0 + kPixStride * s4, vec), ok ? xp[s4] + off : a.x, 16, ok);
         }
     };
     auto gather = [&](int rel, Gathered& out) {
@@ -246,7 +256,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
         for (int e = 0; e < 8; e += 2) {
             const int4 t0 = t[e], t1 = t[e + 1];
 #pragma unroll
-            for (int s4 = 0; s4 < 4; ++s4) {
+            for (int s4 = 0; s4 < kPix; ++s4) {
                 const bool ok0 = ((mask[s4][0] & uint32_t(t0.y)) | (mask[s4][1] & uint32_t(t0.z))) != 0;
                 const bool ok1 = ((mask[s4][0] & uint32_t(t1.y)) | (mask[s4][1] & uint32_t(t1.z))) != 0;
                 out.v[s4][e] = ldg_u16_if(xp[s4] + t0.x, ok0);
@@ -257,11 +267,11 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     auto store_gathered = [&](int rel, const Gathered& in) {
         const uint32_t base = smem_u32(b_buf + (rel & 1) * G::kBBytes);
 #pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
+        for (int s4 = 0; s4 < kPix; ++s4) {
             uint32_t w[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) w[e] = uint32_t(in.v[s4][2 * e]) | (uint32_t(in.v[s4][2 * e + 1]) << 16);
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + b_offset(pix0 + 16 * s4, vec)),
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + b_offset(pix0 + kPixStride * s4, vec)),
                          "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
                          : "memory");
         }
@@ -270,14 +280,13 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     // ---- A copies: the CTA's packed rows for one chunk, plus its scales / zeros when grouped ----
     const int row0 = n0 / G::I;
     const int rows_total = a.n / G::I;
-    auto issue_a = [&](int rel) {
+    auto issue_weights = [&](int rel) {  // no commit: issue_a's, or the prologue's
         if (rel < c_count) {
             const int chunk = c_begin + rel;
             const int stage = rel % kStages;
-            if constexpr (CL) copy_patches(stage);
             const uint32_t dst = smem_u32(a_ring + stage * G::kABytes);
 #pragma unroll
-            for (int i = tid; i < G::kRows * 8; i += kThreads) {
+            for (int i = tid; i < G::kRows * 8; i += kCtaThreads) {
                 const int r = i >> 3, seg = i & 7;
                 const bool ok = row0 + r < rows_total;
                 const unsigned char* src = a.w + (size_t(ok ? row0 + r : 0) * a.k * 2 + size_t(chunk) * 128 + seg * 16);
@@ -288,7 +297,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 const uint32_t sz = smem_u32(sz_ring + stage * G::kSZBytes);
                 const int which = tid >> 5;  // 0, 1: scales of group 0 / 1; 2, 3: zeros of group 0 / 1
                 const int gi = which & 1;
-                const bool want = gi < groups_per_chunk && (which < 2 || ZEROS);
+                const bool want = which < 4 && gi < groups_per_chunk && (which < 2 || ZEROS);
                 if (want) {
                     const int nn = n0 + 2 * (tid & 31);
                     const int grow = (chunk * KC + gi * group) >> a.group_shift;
@@ -297,13 +306,19 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 }
             }
         }
+    };
+    auto issue_a = [&](int rel) {
+        if constexpr (CL) {
+            if (rel < c_count) copy_patches(rel % kStages);
+        }
+        issue_weights(rel);
         cp_commit();
     };
 
     // Per-channel zero points (q - (z - 2^(bits-1)), exact) of this lane's two channels.
     P zlo = splat<T>(T(0.f)), zhi = zlo;
     if constexpr (ZEROS && !GROUPED) {
-        const int clo = n0 + 16 * warp + gq, chi = clo + 8;
+        const int clo = n0 + 16 * cw + gq, chi = clo + 8;
         if (clo < a.n) zlo = splat<T>(T(float(a.zeros[clo]) - half_bits));
         if (chi < a.n) zhi = splat<T>(T(float(a.zeros[chi]) - half_bits));
     }
@@ -315,8 +330,22 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     // ---- prologue: tables, A copies, the patches of chunks 0 (in shared memory) and 1 (in registers) ----
 #pragma unroll
     for (int r = 0; r < kTables; ++r) write_table(r);
+    if constexpr (CL) {
+        // The weights of the first stages stream before the wait for the kernel ahead (the NCHW input's transpose,
+        // launched as its programmatic dependent: conv_implicit_cl::launch); the patches after it. Group st holds
+        // the patches of stage st and the weights of stages <= st, so the main loop's waits keep their meaning.
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) issue_a(st);
+        for (int st = 0; st < kStages - 1; ++st) issue_weights(st);
+        pdl_wait();
+#pragma unroll
+        for (int st = 0; st < kStages - 1; ++st) {
+            if (st < c_count) copy_patches(st % kStages);
+            cp_commit();
+        }
+    } else {
+#pragma unroll
+        for (int st = 0; st < kStages - 1; ++st) issue_a(st);
+    }
     __syncthreads();
     Gathered ga, gb;  // NCHW: the chunks rel + 1 and rel + 2 in flight: ga for even rel, gb for odd
     if constexpr (!CL) {
@@ -328,7 +357,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     }
 
     // A fragment word offsets inside a stage: channel 16w + g (lo) and 16w + 8 + g (hi).
-    const int clo = 16 * warp + gq, chi = clo + 8;
+    const int clo = 16 * cw + gq, chi = clo + 8;
     const uint32_t a_lo = (clo / G::I) * kLine + (clo % G::I) * (BITS == 4 ? 32 : 64) + q * 4;
     const uint32_t a_hi = (chi / G::I) * kLine + (chi % G::I) * (BITS == 4 ? 32 : 64) + q * 4;
     // ldmatrix row address of this lane: matrix lane / 8 = (column tile +0/+1, k half), row lane % 8.
@@ -373,11 +402,15 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 }
             }
         };
-        // Four k16 steps: A fragments (converted, zero-shifted, group-scaled) of this warp's 16 channels.
-        uint32_t af[4][4];
+        // This warp's k16 steps of the chunk (all four, or its slice's two): A fragments (converted, zero-shifted,
+        // group-scaled) of its 16 channels. Step kk of the chunk is af[kk - kk0].
+        constexpr int kSteps = 4 / SLICES;
+        const int kk0 = slice * kSteps;
+        uint32_t af[kSteps][4];
         if constexpr (BITS == 4) {
 #pragma unroll
-            for (int blk = 0; blk < 2; ++blk) {
+            for (int bi = 0; bi < kSteps / 2; ++bi) {
+                const int blk = kk0 / 2 + bi;  // one word per channel holds the k of steps 2 blk, 2 blk + 1
                 P plo[4], phi[4];
                 convert_word<T, 4>(*reinterpret_cast<const uint32_t*>(as + a_lo + blk * 16), plo);
                 convert_word<T, 4>(*reinterpret_cast<const uint32_t*>(as + a_hi + blk * 16), phi);
@@ -385,33 +418,34 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
                 // pairs 0, 1: step 2 blk (k slots 2q.. / 2q+8..); pairs 2, 3: step 2 blk + 1.
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    af[2 * blk + h][0] = detail::as_u32(plo[2 * h]);
-                    af[2 * blk + h][1] = detail::as_u32(phi[2 * h]);
-                    af[2 * blk + h][2] = detail::as_u32(plo[2 * h + 1]);
-                    af[2 * blk + h][3] = detail::as_u32(phi[2 * h + 1]);
+                    af[2 * bi + h][0] = detail::as_u32(plo[2 * h]);
+                    af[2 * bi + h][1] = detail::as_u32(phi[2 * h]);
+                    af[2 * bi + h][2] = detail::as_u32(plo[2 * h + 1]);
+                    af[2 * bi + h][3] = detail::as_u32(phi[2 * h + 1]);
                 }
             }
         } else {
 #pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
+            for (int ki = 0; ki < kSteps; ++ki) {
+                const int kk = kk0 + ki;
                 P plo[2], phi[2];
                 convert_word<T, 8>(*reinterpret_cast<const uint32_t*>(as + a_lo + kk * 16), plo);
                 convert_word<T, 8>(*reinterpret_cast<const uint32_t*>(as + a_hi + kk * 16), phi);
                 dequant(plo, phi, groups_per_chunk > 1 ? kk >> 1 : 0);
-                af[kk][0] = detail::as_u32(plo[0]);
-                af[kk][1] = detail::as_u32(phi[0]);
-                af[kk][2] = detail::as_u32(plo[1]);
-                af[kk][3] = detail::as_u32(phi[1]);
+                af[ki][0] = detail::as_u32(plo[0]);
+                af[ki][1] = detail::as_u32(phi[0]);
+                af[ki][2] = detail::as_u32(plo[1]);
+                af[ki][3] = detail::as_u32(phi[1]);
             }
         }
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+        for (int ki = 0; ki < kSteps; ++ki) {
 #pragma unroll
             for (int tp = 0; tp < 4; ++tp) {  // column tiles 2 tp, 2 tp + 1
                 uint32_t b[4];
-                ldmatrix_x4(b, bs + b_offset(16 * tp + lm_pix, 2 * kk + lm_khalf));
-                mma_m16n8k16<T>(acc[2 * tp], af[kk][0], af[kk][1], af[kk][2], af[kk][3], b[0], b[1]);
-                mma_m16n8k16<T>(acc[2 * tp + 1], af[kk][0], af[kk][1], af[kk][2], af[kk][3], b[2], b[3]);
+                ldmatrix_x4(b, bs + b_offset(16 * tp + lm_pix, 2 * (kk0 + ki) + lm_khalf));
+                mma_m16n8k16<T>(acc[2 * tp], af[ki][0], af[ki][1], af[ki][2], af[ki][3], b[0], b[1]);
+                mma_m16n8k16<T>(acc[2 * tp + 1], af[ki][0], af[ki][1], af[ki][2], af[ki][3], b[2], b[3]);
             }
         }
         if (!CL && rel + 1 < c_count) store_gathered(rel + 1, drain);
@@ -423,13 +457,22 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
     cp_wait<0>();
     __syncthreads();  // the pipeline's shared memory becomes the reduction buffer
 
-    // ---- partial sums -> shared memory [channel][pixel] ----
+    // ---- partial sums -> shared memory [channel][pixel]: the last K slice stores, the others add theirs ----
     float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
-        const int p = 8 * t + 2 * q;
-        *reinterpret_cast<float2*>(red + clo * kRedStride + p) = make_float2(acc[t][0], acc[t][1]);
-        *reinterpret_cast<float2*>(red + chi * kRedStride + p) = make_float2(acc[t][2], acc[t][3]);
+    for (int s = SLICES - 1; s >= 0; --s) {
+        if (slice == s) {
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                float2* lo = reinterpret_cast<float2*>(red + clo * kRedStride + 8 * t + 2 * q);
+                float2* hi = reinterpret_cast<float2*>(red + chi * kRedStride + 8 * t + 2 * q);
+                const float2 vl = s == SLICES - 1 ? make_float2(0.f, 0.f) : *lo;
+                const float2 vh = s == SLICES - 1 ? make_float2(0.f, 0.f) : *hi;
+                *lo = make_float2(vl.x + acc[t][0], vl.y + acc[t][1]);
+                *hi = make_float2(vh.x + acc[t][2], vh.y + acc[t][3]);
+            }
+        }
+        if (s > 0) __syncthreads();
     }
     int rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -443,25 +486,49 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(Args<T> a) {
 #else
     __syncthreads();
 #endif
-    // ---- rank r finishes channels r, r + split, ...: sum, scale, bias, epilogue, NCHW store ----
+    // ---- rank r finishes channels r, r + split, ...: sum, scale, bias, epilogue, NCHW store; 4 pixels per thread,
+    // the peers' partial sums loaded 8 at a time (two DSMEM round trips for 16 peers, not split - 1 in a row; 8
+    // float4 keep the 8-warp kernel within its 80 registers) ----
+    constexpr int kVec = 4, kPeers = kMaxSplitCL > kMaxSplit ? kMaxSplitCL : kMaxSplit, kBatch = 8;
     const int my_channels = (BN - rank + split - 1) / split;
-    for (int e = tid; e < my_channels * BM; e += kThreads) {
-        const int c = rank + (e / BM) * split, p = e % BM;
-        const int gn = n0 + c, gmm = m0 + p;
-        float v = red[c * kRedStride + p];
+    for (int e = tid; e < my_channels * (BM / kVec); e += kCtaThreads) {
+        const int c = rank + (e / (BM / kVec)) * split, p = (e % (BM / kVec)) * kVec;
+        float4 v = *reinterpret_cast<const float4*>(red + c * kRedStride + p);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if constexpr (CLUSTER) {
-            for (int r = 0; r < split; ++r) {
-                if (r != rank) v += cg::this_cluster().map_shared_rank(red, r)[c * kRedStride + p];
+#pragma unroll
+            for (int r0 = 0; r0 < kPeers; r0 += kBatch) {
+                if (r0 >= split) break;
+                float4 peer[kBatch];
+#pragma unroll
+                for (int i = 0; i < kBatch; ++i) {
+                    const int r = r0 + i;
+                    peer[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (r < split && r != rank)
+                        peer[i] = *reinterpret_cast<const float4*>(cg::this_cluster().map_shared_rank(red, r) +
+                                                                   c * kRedStride + p);
+                }
+#pragma unroll
+                for (int i = 0; i < kBatch; ++i) {
+                    v.x += peer[i].x;
+                    v.y += peer[i].y;
+                    v.z += peer[i].z;
+                    v.w += peer[i].w;
+                }
             }
         }
 #endif
-        if (gn < a.n && gmm < a.m) {
-            if constexpr (!GROUPED) v *= float(a.scales[gn]);
-            if (a.bias != nullptr) v += float(a.bias[gn]);
-            v = apply_epilogue(v, a.ep);
-            const int b = gmm / ohw, r = gmm - b * ohw;
-            a.y[(int64_t(b) * a.n + gn) * ohw + r] = T(v);
+        const int gn = n0 + c;
+        if (gn >= a.n) continue;
+        const float sc = GROUPED ? 1.f : float(a.scales[gn]), bn = a.bias != nullptr ? float(a.bias[gn]) : 0.f;
+        const float y[kVec] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+            const int gmm = m0 + p + i;
+            if (gmm < a.m) {
+                const int b = gmm / ohw, r = gmm - b * ohw;
+                a.y[(int64_t(b) * a.n + gn) * ohw + r] = T(apply_epilogue(y[i] * sc + bn, a.ep));
+            }
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -513,8 +580,10 @@ int device_sms() {
     return sms;
 }
 
-template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL>
-trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, cudaStream_t stream) {
+/* `programmatic`: a programmatic dependent of the kernel ahead (the transpose), waiting for it in the prologue. */
+template <typename T, int BITS, bool GROUPED, bool ZEROS, bool CLUSTER, bool CL, int SLICES>
+trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, bool programmatic,
+                             cudaStream_t stream) {
     const Args<T> a = {x,                                    static_cast<const unsigned char*>(p->packed_weight),
                        static_cast<const T*>(p->scales),     static_cast<const T*>(p->zeros),
                        static_cast<const T*>(p->bias),       static_cast<T*>(p->output),
@@ -522,7 +591,7 @@ trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const L
                        static_cast<int>(p->n),               static_cast<int>(p->k),
                        GROUPED ? log2_exact(p->group_size) : 0, pl.chunks_per_split,
                        epilogue_of(*p)};
-    auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER, CL>;
+    auto kernel = conv_implicit_kernel<T, BITS, GROUPED, ZEROS, CLUSTER, CL, SLICES>;
     constexpr int smem = Geo<BITS, CL>::kSmem;
     if constexpr (smem > 48 * 1024 || CL) {  // once per kernel (thread-safe static initialisation)
         static const cudaError_t opt_in = [&] {
@@ -536,15 +605,16 @@ trt_woq_status launch_kernel(const trt_woq_linear_params* p, const T* x, const L
         }();
         if (opt_in != cudaSuccess) return record_cuda_error(opt_in);
     }
-    return launch_in_clusters(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads), smem,
-                              CLUSTER ? static_cast<unsigned>(pl.split) : 1u, stream, a);
+    return launch_ex(kernel, dim3(pl.split, pl.mtiles, pl.ntiles), dim3(kThreads * SLICES), smem,
+                     CLUSTER ? static_cast<unsigned>(pl.split) : 1u, programmatic, stream, a);
 }
 
-template <typename T, int BITS, bool CL>
-trt_woq_status launch_bits(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, cudaStream_t stream) {
+template <typename T, int BITS, bool CL, int SLICES>
+trt_woq_status launch_bits(const trt_woq_linear_params* p, const T* x, const LaunchPlan& pl, bool programmatic,
+                           cudaStream_t stream) {
     const bool grouped = p->group_size != -1, zeros = p->zeros != nullptr, cluster = pl.split > 1;
 #define TRT_WOQ_CONV_CASE(G, Z, C) \
-    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C, CL>(p, x, pl, stream);
+    if (grouped == G && zeros == Z && cluster == C) return launch_kernel<T, BITS, G, Z, C, CL, SLICES>(p, x, pl, programmatic, stream);
     TRT_WOQ_CONV_CASE(false, false, false)
     TRT_WOQ_CONV_CASE(false, false, true)
     TRT_WOQ_CONV_CASE(false, true, false)
@@ -565,8 +635,8 @@ bool shape_ok(const trt_woq_linear_params* p, int64_t reach) {
            p->n < int64_t(65535) * BN;
 }
 
-template <bool CL>
-trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cudaStream_t stream) {
+template <bool CL, int SLICES = 1>
+trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, bool programmatic, cudaStream_t stream) {
     int dev = 0, major = 0, minor = 0;
     cudaError_t err = cudaGetDevice(&dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -578,11 +648,11 @@ trt_woq_status launch_variant(const trt_woq_linear_params* p, const void* x, cud
     using B = __nv_bfloat16;
     const bool bf16 = p->act_type == TRT_WOQ_ACT_BF16;
     if (p->weight_format == TRT_WOQ_WEIGHT_INT4) {
-        return bf16 ? launch_bits<B, 4, CL>(p, static_cast<const B*>(x), pl, stream)
-                    : launch_bits<H, 4, CL>(p, static_cast<const H*>(x), pl, stream);
+        return bf16 ? launch_bits<B, 4, CL, SLICES>(p, static_cast<const B*>(x), pl, programmatic, stream)
+                    : launch_bits<H, 4, CL, SLICES>(p, static_cast<const H*>(x), pl, programmatic, stream);
     }
-    return bf16 ? launch_bits<B, 8, CL>(p, static_cast<const B*>(x), pl, stream)
-                : launch_bits<H, 8, CL>(p, static_cast<const H*>(x), pl, stream);
+    return bf16 ? launch_bits<B, 8, CL, SLICES>(p, static_cast<const B*>(x), pl, programmatic, stream)
+                : launch_bits<H, 8, CL, SLICES>(p, static_cast<const H*>(x), pl, programmatic, stream);
 }
 
 }  // namespace
@@ -610,7 +680,7 @@ int32_t score(const trt_woq_linear_params* p, int32_t) {
 }
 
 trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
-    return launch_variant<false>(p, p->activation, stream);
+    return launch_variant<false>(p, p->activation, false, stream);
 }
 
 }  // namespace conv_implicit
@@ -647,9 +717,15 @@ int32_t score(const trt_woq_linear_params* p, int32_t) {
     return wins ? 3 : 0;
 }
 
-trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+namespace {
+
+/* An NCHW activation is transposed into the workspace first; the conv kernel is that kernel's programmatic dependent:
+ * its launch and its first weight copies overlap the transpose (1x1280 8x8, 1x512 7x7, 1x256 14x14: 0.6-0.7 us
+ * faster than launched after it, H100). SLICES: the kernel's K slices. */
+template <int SLICES>
+trt_woq_status launch_slices(const trt_woq_linear_params* p, cudaStream_t stream) {
     const trt_woq_conv_geometry& g = p->conv;
-    if (g.activation_nhwc) return conv_implicit::launch_variant<true>(p, p->activation, stream);
+    if (g.activation_nhwc) return conv_implicit::launch_variant<true, SLICES>(p, p->activation, false, stream);
     const trt_woq_status s =
         p->act_type == TRT_WOQ_ACT_BF16
             ? conv::transpose(static_cast<const __nv_bfloat16*>(p->activation),
@@ -657,8 +733,24 @@ trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
                               stream)
             : conv::transpose(static_cast<const half*>(p->activation), static_cast<half*>(p->workspace), g.batch,
                               g.in_channels, g.in_h * g.in_w, stream);
-    return s != TRT_WOQ_OK ? s : conv_implicit::launch_variant<true>(p, p->workspace, stream);
+    return s != TRT_WOQ_OK ? s : conv_implicit::launch_variant<true, SLICES>(p, p->workspace, true, stream);
 }
+
+}  // namespace
+
+/* The K slices where they measured faster (H100, python -m trt_woq.bench_conv's cl (8 warps) and cl_w4 columns,
+ * docs/kernels.md): 8 warps up to 640 output channels at M <= 512 (1 x 512 7x7, 8 x 512 7x7, 1 x 256 14x14, 1 x
+ * 1024 -> 256 1x1: 3-8 % faster); 4 beyond (1280 channels: 8 warps 0-6 % slower for INT4 at batch 1, 2 and 8) and
+ * at larger M (8 x 256 14x14, 56x56: 5-8 % slower). */
+trt_woq_status launch(const trt_woq_linear_params* p, cudaStream_t stream) {
+    return p->n <= 640 && p->m <= 512 ? launch_slices<2>(p, stream) : launch_slices<1>(p, stream);
+}
+
+trt_woq_status launch_w4(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_slices<1>(p, stream); }
+
+trt_woq_status launch_w8(const trt_woq_linear_params* p, cudaStream_t stream) { return launch_slices<2>(p, stream); }
+
+int32_t score_tactic(const trt_woq_linear_params*, int32_t) { return -1; }
 
 }  // namespace conv_implicit_cl
 }  // namespace trt_woq

@@ -26,6 +26,11 @@ bool order_is(const trt_woq_conv_geometry& g, int32_t order);
 }  // namespace conv_implicit
 namespace conv_implicit_cl {
 TRT_WOQ_CONV_CANDIDATE_ENTRIES
+/* Tactics conv_implicit_cl_w4 / _w8 (score_tactic -1: by id only): the kernel with 4 warps per CTA (one K slice)
+ * or 8 (two K slices of every chunk), where conv_implicit_cl picks one by the problem. */
+trt_woq_status launch_w4(const trt_woq_linear_params* p, cudaStream_t stream);
+trt_woq_status launch_w8(const trt_woq_linear_params* p, cudaStream_t stream);
+int32_t score_tactic(const trt_woq_linear_params* p, int32_t sm);
 }  // namespace conv_implicit_cl
 namespace conv_wgmma {
 trt_woq_status supports(const trt_woq_linear_params* p, int32_t sm);
