@@ -1101,6 +1101,11 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_wsppr_64x128", 64, 128, Kind::kWs, 1, 1, true, true, true},
                            {"w8a8_wsppr_64x256", 64, 256, Kind::kWs, 1, 1, true, true, true}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+// A tile's index in kTiles by its name (-1: none), so the dispatch names its picks and additions cannot shift them.
+constexpr bool same_name(const char* a, const char* b) { return *a == *b && (*a == '\0' || same_name(a + 1, b + 1)); }
+constexpr int tile_id(const char* name, int i = 0) {
+    return i == kTileCount ? -1 : same_name(kTiles[i].name, name) ? i : tile_id(name, i + 1);
+}
 bool is_ws(const Tile& t) { return t.kind == Kind::kWs || t.kind == Kind::kWsLines; }
 constexpr int kBN = 128;  // mma.sync tiles
 
@@ -1415,7 +1420,12 @@ int64_t ctas(const trt_woq_linear_params* p, const Tile& t) {
     return (p->m + t.bm - 1) / t.bm * ((p->n + t.bn - 1) / t.bn);
 }
 int ws_tile_for(const trt_woq_linear_params* p) {
-    constexpr int kWsc128x256 = 12, kWsp128x256 = 16, kWsp128x128 = 17, kWspp64x256c2 = 19, kWsppr64x128 = 20;
+    constexpr int kWsc128x256 = tile_id("w8a8_wsc_128x256_1x1"), kWsp128x256 = tile_id("w8a8_wsp_128x256"),
+                  kWsp128x128 = tile_id("w8a8_wsp_128x128"), kWspp64x256c2 = tile_id("w8a8_wspp_64x256_2x1"),
+                  kWsppr64x128 = tile_id("w8a8_wsppr_64x128");
+    static_assert(kWsc128x256 >= 0 && kWsp128x256 >= 0 && kWsp128x128 >= 0 && kWspp64x256c2 >= 0 &&
+                      kWsppr64x128 >= 0,
+                  "the dispatch's tiles are in kTiles");
     const int64_t tiles = ctas(p, kTiles[kWsp128x256]);
     if (tiles <= 64 && p->m > 128 && !(p->k <= 4096 && tiles <= 32)) return kWspp64x256c2;
     if (tiles < 64 && p->m <= 128 && p->k <= 4096) return kWsppr64x128;
@@ -1493,5 +1503,7 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(21),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
+static_assert(sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]) == w8a8::kTileCount + 1,
+              "one candidate per tile of kTiles, plus the small-M GEMV");
 
 }  // namespace trt_woq
