@@ -4,10 +4,12 @@
 # w8a8_check.py --quantize-share), then the benchmark rows of W8A8 (the dispatch and each warp-specialized tile)
 # against cuBLAS FP16 and torch._int_mm (alone and with a torch per-token quantize), all in one run. The SM clock is
 # printed before and after.
-# Usage: bash tests/device/run_w8a8.sh [check|quick] [share] [bench] [ncu]   (default check share bench); logs in
-# $OUT (or ./w8a8_out).
+# Usage: bash tests/device/run_w8a8.sh [check|quick] [share] [timeline] [bench] [ncu]   (default check share bench);
+# logs in $OUT (or ./w8a8_out).
 #   quick: w8a8_check.py --quick. ncu: Nsight Compute counters (tensor pipe, L2, DRAM, stalls) of the quantize and
 #   the GEMM kernel for each case of W8A8_NCU_CASES ("CANDIDATE,M,K,N ...", default below), clocks left alone.
+#   timeline: the quantize kernel's and the GEMM's device time and the gap between them (w8a8_check.py --timeline)
+#   for each case of W8A8_TIMELINE_CASES ("KxNxM[@CANDIDATE],...", default below).
 #   W8A8_CHECK_ARGS: more options of w8a8_check.py (e.g. --only NAME,...); W8A8_BENCH_ARGS: options of
 #   python -m trt_woq.bench (default below); W8A8_STEP_TIMEOUT: seconds per step; CMAKE_CUDA_FLAGS: extra nvcc flags
 #   for the build (e.g. --split-compile=0); W8A8_LIB: a library built beforehand for sm_90a (no build).
@@ -69,6 +71,10 @@ for step in $STEPS; do
       grep "^FAIL" "$OUT/$step.log" | head -30 ;;
     ncu)
       ncu_counters || status=1 ;;
+    timeline)
+      run_step python3 tests/device/w8a8_check.py --timeline \
+        "${W8A8_TIMELINE_CASES:-4096x4096x128,4096x4096x333,4096x4096x1024,14336x4096x333}" 2>&1 |
+        tee "$OUT/timeline.log" || status=1 ;;
     share)
       run_step python3 tests/device/w8a8_check.py --quantize-share $SHAPES 2>&1 | tee "$OUT/share.log" || status=1 ;;
     bench)

@@ -27,6 +27,8 @@ Prints one line per failure and a final `N passed, N failed`; exits non-zero on 
 
 `--quantize-share KxN,...` instead prints, per shape and M >= 1024, the device time of the quantize kernel and of the
 whole W8A8 call (dispatch's candidate, torch.profiler over 20 calls) and the quantize kernel's share.
+`--timeline KxNxM[@NAME],...` instead prints per case the quantize kernel's and the GEMM's device time and the gap
+between them (negative: overlapped by the programmatic launch), medians over 20 calls after an L2 flush each.
 """
 
 from __future__ import annotations
@@ -166,22 +168,28 @@ def run_case(lib: K.Kernels, pr: Problem, candidates: list[int], tally: Tally) -
             check_workspace(pr, ws, f"{pr.label()} [{name}]", tally)
 
 
+def w8a8_call(lib: K.Kernels, k: int, n: int, m: int, candidate: int = K.CANDIDATE_AUTO):
+    """A W8A8 call on random per-channel INT8 weights (FP16): its params and the tensors they point into."""
+    packed = torch.randint(-2**31, 2**31 - 1, ((n // 2) * (k // 2),), dtype=torch.int32, device="cuda")
+    scales = (torch.rand(n, device="cuda") * 0.01 + 0.001).half()
+    x = torch.randn(m, k, device="cuda").half()
+    y = torch.empty(m, n, dtype=torch.float16, device="cuda")
+    prm = K.make_params(m=m, n=n, k=k, bits=8, group_size=-1, x=x.data_ptr(), packed_weight=packed.data_ptr(),
+                        scales=scales.data_ptr(), output=y.data_ptr(), act_mode=K.ActMode.W8A8_DYNAMIC)
+    ws_bytes = lib.workspace_size(prm, candidate)
+    ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+    prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
+    return prm, (packed, scales, x, y, ws)
+
+
 def quantize_share(lib: K.Kernels, shapes: list[tuple[int, int]], ms=(1024, 2048, 4096)) -> None:
     """Device time of the quantize kernel within a W8A8 call (per-channel INT8 weights, FP16, the dispatch)."""
     from torch.profiler import ProfilerActivity, profile
 
     stream = torch.cuda.current_stream().cuda_stream
     for k, n in shapes:
-        packed = torch.randint(-2**31, 2**31 - 1, ((n // 2) * (k // 2),), dtype=torch.int32, device="cuda")
-        scales = (torch.rand(n, device="cuda") * 0.01 + 0.001).half()
         for m in ms:
-            x = torch.randn(m, k, device="cuda").half()
-            y = torch.empty(m, n, dtype=torch.float16, device="cuda")
-            prm = K.make_params(m=m, n=n, k=k, bits=8, group_size=-1, x=x.data_ptr(), packed_weight=packed.data_ptr(),
-                                scales=scales.data_ptr(), output=y.data_ptr(), act_mode=K.ActMode.W8A8_DYNAMIC)
-            ws_bytes = lib.workspace_size(prm)
-            ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
-            prm.workspace, prm.workspace_size = ws.data_ptr(), ws_bytes
+            prm, _keep = w8a8_call(lib, k, n, m)
             for _ in range(3):
                 lib.run(prm, stream=stream)
             torch.cuda.synchronize()
@@ -196,13 +204,54 @@ def quantize_share(lib: K.Kernels, shapes: list[tuple[int, int]], ms=(1024, 2048
                   f"{total:.1f} us device time ({100 * quant / total:.1f} %)", flush=True)
 
 
+def timeline(lib: K.Kernels, cases: list[str], calls: int = 20) -> None:
+    """Per case KxNxM[@CANDIDATE]: the quantize kernel's and the GEMM's device time and the gap between them (GEMM
+    start - quantize end: negative where the programmatic launch overlaps them), medians over `calls` W8A8 calls,
+    each after L2 was flushed (a 128 MB write), from the CUPTI kernel records (ns)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    stream = torch.cuda.current_stream().cuda_stream
+    flush = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+    for case in cases:
+        shape, _, name = case.partition("@")
+        k, n, m = (int(v) for v in shape.split("x"))
+        cand = lib.candidate_by_name(name) if name else K.CANDIDATE_AUTO
+        prm, _keep = w8a8_call(lib, k, n, m, cand)
+        for _ in range(3):
+            lib.run(prm, stream=stream, candidate=cand)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                flush.zero_()
+                lib.run(prm, stream=stream, candidate=cand)
+            torch.cuda.synchronize()
+        spans = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), "quantize" in e.name())
+                       for e in prof.profiler.kineto_results.events()
+                       if "quantize" in e.name() or "gemm_s8" in e.name())
+        quant = [s for s in spans if s[2]]
+        gemm = [s for s in spans if not s[2]]
+        if len(quant) != calls or len(gemm) != calls:
+            print(f"{case}: {len(quant)} quantize and {len(gemm)} GEMM kernel records for {calls} calls", flush=True)
+            continue
+        med = lambda v: float(np.median(v)) / 1e3  # noqa: E731 (ns -> us)
+        used = lib.candidate_name(cand if name else lib.dispatch(prm))
+        print(f"timeline {k}x{n} m={m} [{used}]: quantize {med([q[1] - q[0] for q in quant]):.2f} us, gap "
+              f"{med([g[0] - q[1] for q, g in zip(quant, gemm)]):+.2f} us, GEMM {med([g[1] - g[0] for g in gemm]):.2f}"
+              f" us, quantize start to GEMM end {med([g[1] - q[0] for q, g in zip(quant, gemm)]):.2f} us", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--quantize-share", metavar="KxN,...", help="time the quantize kernel's share instead (above)")
     ap.add_argument("--quick", action="store_true", help="the reduced grid above")
     ap.add_argument("--only", metavar="NAME,...", help="these W8A8 candidates (and the dispatch) instead of all")
+    ap.add_argument("--timeline", metavar="KxNxM[@NAME],...",
+                    help="the quantize kernel's and the GEMM's device time and the gap between them instead (above)")
     args = ap.parse_args()
+    if args.timeline:
+        timeline(K.load(), args.timeline.split(","))
+        return 0
     if args.quantize_share:
         quantize_share(K.load(), [tuple(int(v) for v in s.split("x")) for s in args.quantize_share.split(",")])
         return 0
