@@ -5,13 +5,12 @@ docs/kernels_gemm.md.
 For each (K, N, bits, M) the candidates that support the problem, the dispatch's pick and cuBLAS FP16 (torch.matmul)
 are timed together (trt_woq.bench.time_interleaved: CUDA graphs over rotating weight copies, the methods' replays
 taken in turn); at the --big-ms (default 2048, 4096) only the dispatch's pick, the 256 x 128 tile and cuBLAS (with
---prune, the candidates it keeps). --twins: also the dispatch pick's shared-memory-operand twin (the `_sa` tile of
-the same T, same variant), its own column. --old-lib: a GEMM library built from another tree (e.g. main): its
-dispatch's pick, run by that library (its own kernels) in the same interleaved timing, is the "old" column. --prune
-R: of the candidates the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are
-timed. Prints one line per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old
-dispatch and the fastest candidate) and a summary per (bits, shape, M range) with the geometric mean and the
-minimum; writes every time to --json.
+--prune, the candidates it keeps). --old-lib: a GEMM library built from another tree (e.g. main): its dispatch's pick, run by
+that library (its own kernels) in the same interleaved timing, is the "old" column. --prune R: of the candidates
+the cost model knows (gemm_cost.py), only those it puts within R x its lowest estimate are timed. Prints one line
+per group, a closing table (cuBLAS, then cuBLAS time / ours for the dispatch, the old dispatch and the fastest
+candidate) and a summary per (bits, shape, M range) with the geometric mean and the minimum; writes every time to
+--json.
 
     export TRT_WOQ_GEMM_LIB=build/plugins/kernels/libtrt_woq_kernels_testing.so   # the test library (CMake)
     python3 tests/device/sweep_gemm.py --json sweep.json [--old-lib /tmp/old/libtrt_woq_kernels_testing.so] \
@@ -22,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import time
 
@@ -51,23 +49,10 @@ def copies_for(nbytes: int, l2: int) -> int:
 
 
 MODEL_TILES = gemm_cost.RULE_TILES + gemm_cost.C2_TILES
-WS_NAME = re.compile(r"gemm_wgmma_ws_(\d+)x128x64_s\d(_sa)?(_tailsplit|_streamk)?")
-
-
-def sa_twin(g: Gemm, c: int) -> int:
-    """The `_sa` candidate of candidate c's token tile and variant (-1: none, or c is one)."""
-    m = WS_NAME.fullmatch(g.name(c)) if c >= 0 else None
-    if not m or m.group(2):
-        return -1
-    for i in range(g.count()):
-        t = WS_NAME.fullmatch(g.name(i))
-        if t and t.group(1) == m.group(1) and t.group(2) and t.group(3) == m.group(3):
-            return i
-    return -1
 
 
 def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands, l2: int, replays: int,
-                prune: float | None, log, twins: bool = False) -> list[dict]:
+                prune: float | None, log) -> list[dict]:
     rng = np.random.default_rng()
     group = WEIGHT_FORMATS[bits]
     weights = [make_problem(max(ms), n, k, bits, group, torch.float16, False, False, rng, random_words=True)
@@ -88,9 +73,8 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
         prm0 = probs[0].params(out)
         auto = g.dispatch(prm0)
         old_auto = old.dispatch(prm0) if old else -1
-        twin = sa_twin(g, auto) if twins else -1
         names, methods, keep = ["cublas_fp16"], [[(lambda w=w: torch.matmul(x, w, out=out)) for w in w16]], []
-        for c in sorted(set(m_cands) | {auto, twin, -1 if old else old_auto} - {-1}):
+        for c in sorted(set(m_cands) | {auto, -1 if old else old_auto} - {-1}):
             if g.supports(c, prm0) != OK:
                 continue
             ws_bytes = g.workspace(c, prm0)
@@ -118,17 +102,15 @@ def sweep_shape(g: Gemm, old: Gemm | None, k: int, n: int, bits: int, ms, cands,
         old_lib_us = res.pop("old_lib", None)
         best = min((c for c in res if res[c]), key=res.get)
         pick = {key: (g.name(c), res.get(g.name(c))) if c >= 0 else (None, None)
-                for key, c in (("auto", auto), ("old", old_auto), ("twin", twin))}
+                for key, c in (("auto", auto), ("old", old_auto))}
         if old:
             pick["old"] = (old.name(old_auto), old_lib_us) if old_auto >= 0 else (None, None)
         row = dict(k=k, n=n, bits=bits, m=m, cublas_us=cublas, auto=pick["auto"][0], auto_us=pick["auto"][1],
-                   old=pick["old"][0], old_us=pick["old"][1], twin=pick["twin"][0], twin_us=pick["twin"][1],
-                   best=best, best_us=res[best], all=res)
+                   old=pick["old"][0], old_us=pick["old"][1], best=best, best_us=res[best], all=res)
         rows.append(row)
         log(f"K={k:6d} N={n:6d} {FORMAT[bits]} M={m:5d} | cuBLAS {cublas:8.1f} | auto {row['auto']:40s} "
             f"{row['auto_us'] or float('nan'):8.1f} x{cublas / (row['auto_us'] or float('nan')):.2f} | old "
-            f"x{ratio(row, 'old_us'):.2f} | twin x{ratio(row, 'twin_us'):.2f} | best {best:40s} {res[best]:8.1f} "
-            f"x{cublas / res[best]:.2f}")
+            f"x{ratio(row, 'old_us'):.2f} | best {best:40s} {res[best]:8.1f} x{cublas / res[best]:.2f}")
         del probs, keep, methods
     return rows
 
@@ -142,21 +124,18 @@ def ratio(r: dict, key: str) -> float:
 
 def table(rows: list[dict]) -> str:
     short = lambda name: (name or "-").replace("gemm_wgmma_ws_", "").replace("x64", "")  # noqa: E731
-    out = [f"{'bits':>4} {'K x N':>13} {'M':>5} {'cuBLAS':>8} {'auto x':>7} {'old x':>6} {'twin x':>6} {'best x':>7}"
-           "  auto / old"]
+    out = [f"{'bits':>4} {'K x N':>13} {'M':>5} {'cuBLAS':>8} {'auto x':>7} {'old x':>6} {'best x':>7}  auto / old"]
     for r in rows:
         out.append(f"{r['bits']:>4} {r['k']:>6}x{r['n']:<6} {r['m']:>5} {r['cublas_us']:8.1f} {ratio(r, 'auto_us'):7.2f} "
-                   f"{ratio(r, 'old_us'):6.2f} {ratio(r, 'twin_us'):6.2f} {ratio(r, 'best_us'):7.2f}  "
-                   f"{short(r['auto'])} / {short(r['old'])}")
+                   f"{ratio(r, 'old_us'):6.2f} {ratio(r, 'best_us'):7.2f}  {short(r['auto'])} / {short(r['old'])}")
     return "\n".join(out)
 
 
 def summary(rows: list[dict]) -> str:
     """Geometric mean and minimum of cuBLAS time / ours per (bits, shape, M range): the dispatch, the old dispatch
-    (--old-lib), the dispatch pick's `_sa` twin (--twins; points without one count the pick) and the fastest
-    candidate."""
+    (--old-lib) and the fastest candidate."""
     out = [f"{'bits':>4} {'K x N':>13} {'M range':>10} {'n':>3} {'auto gm':>8} {'auto min':>8} {'old gm':>7} {'old min':>7}"
-           f" {'twin gm':>7} {'twin min':>8} {'best gm':>7} {'best min':>8}"]
+           f" {'best gm':>7} {'best min':>8}"]
     keys = sorted({(r["bits"], r["k"], r["n"]) for r in rows}, key=lambda t: (t[0], [s for s in SHAPES].index(t[1:])
                                                                                if t[1:] in SHAPES else 99))
     for bits, k, n in keys + [(b, None, None) for b in sorted({r["bits"] for r in rows})]:
@@ -166,14 +145,12 @@ def summary(rows: list[dict]) -> str:
             if not sel:
                 continue
             vals = {key: [ratio(r, key) for r in sel if r.get(key)] for key in ("auto_us", "old_us", "best_us")}
-            vals["twin_us"] = [ratio(r, "twin_us" if r.get("twin_us") else "auto_us") for r in sel if r.get("auto_us")]
             gm = {key: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan") for key, v in vals.items()}
             mn = {key: min(v) if v else float("nan") for key, v in vals.items()}
             label = f"{k}x{n}" if k else "all"
             rng = f"{lo}-{hi}" if hi else f">={lo}"
             out.append(f"{bits:>4} {label:>13} {rng:>10} {len(sel):>3} {gm['auto_us']:8.3f} {mn['auto_us']:8.3f} "
-                       f"{gm['old_us']:7.3f} {mn['old_us']:7.3f} {gm['twin_us']:7.3f} {mn['twin_us']:8.3f} "
-                       f"{gm['best_us']:7.3f} {mn['best_us']:8.3f}")
+                       f"{gm['old_us']:7.3f} {mn['old_us']:7.3f} {gm['best_us']:7.3f} {mn['best_us']:8.3f}")
     return "\n".join(out)
 
 
@@ -187,7 +164,6 @@ def main() -> int:
     ap.add_argument("--old-lib", help="a GEMM library whose dispatch is the 'old' column")
     ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--prune", type=float, help="time only the modelled candidates within this factor of the lowest")
-    ap.add_argument("--twins", action="store_true", help="also time the dispatch pick's `_sa` twin")
     ap.add_argument("--json", default="sweep_gemm.json")
     args = ap.parse_args()
     g = Gemm()
@@ -206,7 +182,7 @@ def main() -> int:
     for bits in (int(b) for b in args.bits.split(",")):
         for k, n in shapes:
             rows += sweep_shape(g, old, k, n, bits, ms, cands, l2, args.replays, args.prune,
-                                lambda s: print(s, flush=True), args.twins)
+                                lambda s: print(s, flush=True))
             torch.cuda.empty_cache()
             result["seconds"] = round(time.time() - t0)
             with open(args.json, "w") as f:  # after every shape, so that a run cut short keeps what it measured

@@ -65,7 +65,6 @@ struct TileConfig {
     Kernel kernel;
     int cluster;    // ws: CTAs per cluster (neighbouring N tiles sharing the activation tile)
     int depth = 1;  // ws: wgmma groups in flight (gemm_wgmma_ws_kernel's DEPTH)
-    bool smem_a = false;  // ws: weights converted once per stage into shared memory (gemm_wgmma_ws_kernel's SMEM_A)
     bool sm90_only() const { return kernel != Kernel::kMma; }
 };
 constexpr TileConfig kTiles[] = {
@@ -91,12 +90,6 @@ constexpr TileConfig kTiles[] = {
     {"wgmma_ws_176x128x64_s6_c2", 176, 128, 6, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_192x128x64_s6_c2", 192, 128, 6, Kernel::kWgmmaWs, 2},
     {"wgmma_ws_224x128x64_s6_c2", 224, 128, 6, Kernel::kWgmmaWs, 2},
-    {"wgmma_ws_144x128x64_s5_sa", 144, 128, 5, Kernel::kWgmmaWs, 1, 1, true},
-    {"wgmma_ws_160x128x64_s5_sa", 160, 128, 5, Kernel::kWgmmaWs, 1, 1, true},
-    {"wgmma_ws_176x128x64_s5_sa", 176, 128, 5, Kernel::kWgmmaWs, 1, 1, true},
-    {"wgmma_ws_192x128x64_s4_sa", 192, 128, 4, Kernel::kWgmmaWs, 1, 1, true},
-    {"wgmma_ws_224x128x64_s4_sa", 224, 128, 4, Kernel::kWgmmaWs, 1, 1, true},
-    {"wgmma_ws_256x128x64_s4_sa", 256, 128, 4, Kernel::kWgmmaWs, 1, 1, true},
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 // Candidates, appended in groups so that the older ids keep their meaning: id = 2 * tile + splitk for tiles 0-10,
@@ -134,7 +127,7 @@ int64_t ws_wave(const TileConfig& t) { return kSms * ws_ctas_per_sm(t.bm) / t.cl
 int smem_bytes(const TileConfig& t, int bits) {
     const int inter = bits == 8 ? 2 : 4;
     const int stage = t.bm * kBK * 2 + (t.bn / inter) * packed_line_bytes(bits) + 2 * (2 * t.bn * 2);
-    if (t.kernel == Kernel::kWgmmaWs) return ws_geometry(t.bm, t.bn, t.stages, bits, t.smem_a).smem_bytes;
+    if (t.kernel == Kernel::kWgmmaWs) return ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes;
     if (t.kernel == Kernel::kWgmma) return t.stages * ((stage + 1023) / 1024 * 1024) + 1024;  // aligned stages + slack
     return t.stages * stage;
 }
@@ -143,8 +136,7 @@ int smem_bytes(const TileConfig& t, int bits) {
 constexpr bool ws_tiles_fit_sm90() {
     for (const TileConfig& t : kTiles)
         for (int bits : {4, 6, 8})
-            if (t.kernel == Kernel::kWgmmaWs &&
-                ws_geometry(t.bm, t.bn, t.stages, bits, t.smem_a).smem_bytes > 227 * 1024)
+            if (t.kernel == Kernel::kWgmmaWs && ws_geometry(t.bm, t.bn, t.stages, bits).smem_bytes > 227 * 1024)
                 return false;
     return true;
 }
@@ -348,8 +340,7 @@ bool encode_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const
 // Defined here, not in gemm_wgmma_ws.cuh: other translation units include that header.
 __global__ void ws_clear_flags(unsigned int* flags, int n) { pdl_launch_dependents_clearing(flags, n); }
 
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1,
-          bool SMEM_A = false>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int PIECES = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
     constexpr int kCH = kWsConsumers * MT * 64, kI = BITS == 8 ? 2 : 4;
     CUtensorMap tmap_x, tmap_w, tmap_w2;
@@ -378,8 +369,8 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
                       sched.flags, flags);
         if (st != TRT_WOQ_OK) return st;
     }
-    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH, WsRowsIo, SMEM_A>;
-    const int smem = ws_geometry(TOK, kCH, STAGES, BITS, SMEM_A).smem_bytes;
+    auto kernel = gemm_wgmma_ws_kernel<TOK, MT, STAGES, BITS, T, CLUSTER, PIECES, DEPTH>;
+    const int smem = ws_geometry(TOK, kCH, STAGES, BITS).smem_bytes;
     static std::atomic<uint64_t> done_mask{0};  // one per instantiation
     const int64_t ctas = (plan.dp_tiles + plan.shared_ctas) * CLUSTER;
     if (ctas > INT32_MAX) return TRT_WOQ_ERR_UNSUPPORTED_SHAPE;
@@ -392,17 +383,16 @@ trt_woq_status launch_wgmma_ws(const GemmArgs& args, const Plan& plan, void* wor
 }
 
 // A ws tile with a stream-K variant: the two-piece kernel for stream-K plans, the one-piece kernel otherwise.
-template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1, bool SMEM_A = false>
+template <int TOK, int MT, int STAGES, int BITS, typename T, int CLUSTER = 1, int DEPTH = 1>
 trt_woq_status launch_wgmma_ws_pieces(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return plan.two_pieces
-               ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH, SMEM_A>(args, plan, workspace, stream)
-               : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH, SMEM_A>(args, plan, workspace, stream);
+    return plan.two_pieces ? launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 2, DEPTH>(args, plan, workspace, stream)
+                           : launch_wgmma_ws<TOK, MT, STAGES, BITS, T, CLUSTER, 1, DEPTH>(args, plan, workspace, stream);
 }
 
-// A 128-channel tile of tiles 11 .. 27: TOK tokens, DEPTH wgmma groups in flight, CLUSTER CTAs along N, SMEM_A.
-template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1, bool SMEM_A = false>
+// A 128-channel tile of tiles 11 .. 21: TOK tokens, DEPTH wgmma groups in flight, CLUSTER CTAs along N.
+template <int TOK, int STAGES, int DEPTH, int BITS, typename T, int CLUSTER = 1>
 trt_woq_status launch_balanced(const GemmArgs& args, const Plan& plan, void* workspace, cudaStream_t stream) {
-    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH, SMEM_A>(args, plan, workspace, stream);
+    return launch_wgmma_ws_pieces<TOK, 1, STAGES, BITS, T, CLUSTER, DEPTH>(args, plan, workspace, stream);
 }
 
 template <int BITS, typename T>
@@ -431,12 +421,6 @@ trt_woq_status launch_bits_type(const Plan& plan, const GemmArgs& args, void* wo
         case 19: return launch_balanced<176, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         case 20: return launch_balanced<192, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
         case 21: return launch_balanced<224, 6, 1, BITS, T, 2>(args, plan, workspace, stream);
-        case 22: return launch_balanced<144, 5, 1, BITS, T, 1, true>(args, plan, workspace, stream);
-        case 23: return launch_balanced<160, 5, 1, BITS, T, 1, true>(args, plan, workspace, stream);
-        case 24: return launch_balanced<176, 5, 1, BITS, T, 1, true>(args, plan, workspace, stream);
-        case 25: return launch_balanced<192, 4, 1, BITS, T, 1, true>(args, plan, workspace, stream);
-        case 26: return launch_balanced<224, 4, 1, BITS, T, 1, true>(args, plan, workspace, stream);
-        case 27: return launch_balanced<256, 4, 1, BITS, T, 1, true>(args, plan, workspace, stream);
         default: return TRT_WOQ_ERR_INVALID_ARGUMENT;
     }
 }
@@ -491,7 +475,7 @@ int balanced_pick(const trt_woq_linear_params& p) {
     int best = -1;
     double best_cost = 0;
     for (int tile = kFirstWsTile; tile < kNumTiles; tile = tile == kFirstWsTile ? kFirstBalancedTile : tile + 1) {
-        if (kTiles[tile].depth != 1 || kTiles[tile].cluster != 1 || kTiles[tile].smem_a) continue;
+        if (kTiles[tile].depth != 1 || kTiles[tile].cluster != 1) continue;
         for (Variant v : {kWhole, kSplit, kStreamK}) {
             const int id = candidate_id(tile, v);
             const Plan plan = make_plan(id, p);

@@ -37,7 +37,7 @@ const char* trt_woq_gemm_last_cuda_error(void);
  * caller except the GEMM's own alignment needs. */
 namespace trt_woq {
 namespace gemm {
-constexpr int kCandidateCount = 76;  // gemm.cu checks it against its tile table
+constexpr int kCandidateCount = 58;  // gemm.cu checks it against its tile table
 /* "gemm_<tile>[_splitk|_tailsplit|_streamk]": the name trt_woq_gemm_candidate_describe() writes and the registry lists. */
 const char* candidate_name(int id);
 trt_woq_status supports(int id, const trt_woq_linear_params* p, int sm);

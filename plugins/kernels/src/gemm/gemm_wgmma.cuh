@@ -28,8 +28,7 @@ namespace gemm {
 // operands, for any token count N = 16 C (C = 1 .. 16; PTX takes N in steps of 8, the token tiles here are in steps
 // of 16). One asm statement per C, built from three lists of C entries: the accumulator placeholders
 // (TRT_WOQ_WG_S<C>: %0 .. %8C-1), their "+f" operands (TRT_WOQ_WG_O<C>, 8 per entry) and the placeholders of the A
-// registers and the descriptor that follow them (TRT_WOQ_WG_I<C>; TRT_WOQ_WG_J<C>: the two descriptors of the
-// shared-memory A form).
+// registers and the descriptor that follow them (TRT_WOQ_WG_I<C>).
 #define TRT_WOQ_WG_D8(b) \
     "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3]), "+f"(d[b + 4]), "+f"(d[b + 5]), "+f"(d[b + 6]), "+f"(d[b + 7])
 #define TRT_WOQ_WG_S1 "%0, %1, %2, %3, %4, %5, %6, %7"
@@ -80,61 +79,28 @@ namespace gemm {
 #define TRT_WOQ_WG_I14 "{%112, %113, %114, %115}, %116"
 #define TRT_WOQ_WG_I15 "{%120, %121, %122, %123}, %124"
 #define TRT_WOQ_WG_I16 "{%128, %129, %130, %131}, %132"
-#define TRT_WOQ_WG_J1 "%8, %9"
-#define TRT_WOQ_WG_J2 "%16, %17"
-#define TRT_WOQ_WG_J3 "%24, %25"
-#define TRT_WOQ_WG_J4 "%32, %33"
-#define TRT_WOQ_WG_J5 "%40, %41"
-#define TRT_WOQ_WG_J6 "%48, %49"
-#define TRT_WOQ_WG_J7 "%56, %57"
-#define TRT_WOQ_WG_J8 "%64, %65"
-#define TRT_WOQ_WG_J9 "%72, %73"
-#define TRT_WOQ_WG_J10 "%80, %81"
-#define TRT_WOQ_WG_J11 "%88, %89"
-#define TRT_WOQ_WG_J12 "%96, %97"
-#define TRT_WOQ_WG_J13 "%104, %105"
-#define TRT_WOQ_WG_J14 "%112, %113"
-#define TRT_WOQ_WG_J15 "%120, %121"
-#define TRT_WOQ_WG_J16 "%128, %129"
-// One wgmma of C x 8 accumulators: OPS is the operand list after them (TRT_WOQ_WG_I: A registers + B descriptor;
-// TRT_WOQ_WG_J: A and B descriptors), TRANS the transpose immediates (RS: B only; SS: A and B), then the inputs.
-#define TRT_WOQ_WGMMA_CASE(C, N, OPS, TRANS, ...)                                                                 \
-    if constexpr (TOK == N) {                                                                                     \
-        if constexpr (std::is_same<T, half>::value)                                                               \
-            asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"                                               \
-                         "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" TRT_WOQ_WG_S##C "}, " OPS##C   \
-                         ", p, 1, 1" TRANS ";\n}\n"                                                               \
-                         : TRT_WOQ_WG_O##C                                                                        \
-                         : __VA_ARGS__);                                                                          \
-        else                                                                                                      \
-            asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"                                               \
-                         "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" TRT_WOQ_WG_S##C "}, " OPS##C \
-                         ", p, 1, 1" TRANS ";\n}\n"                                                               \
-                         : TRT_WOQ_WG_O##C                                                                        \
-                         : __VA_ARGS__);                                                                          \
+#define TRT_WOQ_WGMMA_ASM(C, N, TYPE)                                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"                                                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" TRT_WOQ_WG_S##C "}, "        \
+                 TRT_WOQ_WG_I##C ", p, 1, 1, 0;\n}\n"                                                               \
+                 : TRT_WOQ_WG_O##C                                                                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
+#define TRT_WOQ_WGMMA_CASE(C, N)                                           \
+    if constexpr (TOK == N) {                                              \
+        if constexpr (std::is_same<T, half>::value) TRT_WOQ_WGMMA_ASM(C, N, "f16"); \
+        else TRT_WOQ_WGMMA_ASM(C, N, "bf16");                              \
     }
-#define TRT_WOQ_WG_ALL_N(X)                                                                                     \
-    X(1, 16) X(2, 32) X(3, 48) X(4, 64) X(5, 80) X(6, 96) X(7, 112) X(8, 128) X(9, 144) X(10, 160) X(11, 176) \
-        X(12, 192) X(13, 208) X(14, 224) X(15, 240) X(16, 256)
-#define TRT_WOQ_WG_RS(C, N) \
-    TRT_WOQ_WGMMA_CASE(C, N, TRT_WOQ_WG_I, ", 0", "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
-#define TRT_WOQ_WG_SS(C, N) TRT_WOQ_WGMMA_CASE(C, N, TRT_WOQ_WG_J, ", 0, 0", "l"(desc_a), "l"(desc_b))
 // d += A x B for a TOK-token activation tile (wgmma's N): TOK / 2 accumulators per thread.
 template <int TOK, typename T>
 __device__ __forceinline__ void wgmma_tok(float (&d)[TOK / 2], const uint32_t (&a)[4], uint64_t desc) {
     static_assert(TOK % 16 == 0 && TOK >= 16 && TOK <= 256, "wgmma N: 16 .. 256 tokens in steps of 16");
-    TRT_WOQ_WG_ALL_N(TRT_WOQ_WG_RS)
+    TRT_WOQ_WGMMA_CASE(1, 16) TRT_WOQ_WGMMA_CASE(2, 32) TRT_WOQ_WGMMA_CASE(3, 48) TRT_WOQ_WGMMA_CASE(4, 64)
+    TRT_WOQ_WGMMA_CASE(5, 80) TRT_WOQ_WGMMA_CASE(6, 96) TRT_WOQ_WGMMA_CASE(7, 112) TRT_WOQ_WGMMA_CASE(8, 128)
+    TRT_WOQ_WGMMA_CASE(9, 144) TRT_WOQ_WGMMA_CASE(10, 160) TRT_WOQ_WGMMA_CASE(11, 176) TRT_WOQ_WGMMA_CASE(12, 192)
+    TRT_WOQ_WGMMA_CASE(13, 208) TRT_WOQ_WGMMA_CASE(14, 224) TRT_WOQ_WGMMA_CASE(15, 240) TRT_WOQ_WGMMA_CASE(16, 256)
 }
-// The same with A (64 channels x 16 k, K-major, 128-byte swizzle) from shared memory too (descriptor desc_a).
-template <int TOK, typename T>
-__device__ __forceinline__ void wgmma_tok_ss(float (&d)[TOK / 2], uint64_t desc_a, uint64_t desc_b) {
-    static_assert(TOK % 16 == 0 && TOK >= 16 && TOK <= 256, "wgmma N: 16 .. 256 tokens in steps of 16");
-    TRT_WOQ_WG_ALL_N(TRT_WOQ_WG_SS)
-}
-#undef TRT_WOQ_WG_SS
-#undef TRT_WOQ_WG_RS
-#undef TRT_WOQ_WG_ALL_N
 #undef TRT_WOQ_WGMMA_CASE
+#undef TRT_WOQ_WGMMA_ASM
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

@@ -47,13 +47,8 @@ namespace trt_woq {
 namespace gemm {
 
 constexpr int kWsConsumers = 2;                      // consumer warpgroups
-// Registers after setmaxnreg (producer warpgroup, each consumer thread): 128 * 40 + 256 * 232 <= 64K; with the
-// converter warps (SMEM_A) the producer warpgroup keeps 64.
-__host__ __device__ constexpr int ws_producer_regs(bool smem_a) { return smem_a ? 64 : 40; }
-__host__ __device__ constexpr int ws_consumer_regs(bool smem_a) { return smem_a ? 224 : 232; }
-static_assert(128 * ws_producer_regs(false) + 128 * kWsConsumers * ws_consumer_regs(false) <= 65536, "register file");
-static_assert(128 * ws_producer_regs(true) + 128 * kWsConsumers * ws_consumer_regs(true) <= 65536, "register file");
-constexpr int kWsConverters = 96;  // SMEM_A: warps 1 .. 3 of the producer warpgroup
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;  // after setmaxnreg: 128 * 40 + 256 * 232 <= 64K
+static_assert(128 * kWsProducerRegs + 128 * kWsConsumers * kWsConsumerRegs <= 65536, "register file");
 // CTAs per SM: the 64-token tile (32 accumulators per thread) runs two, so that an SM has four consumer
 // warpgroups to hide the latency of the weight stream; the larger tiles one.
 __host__ __device__ constexpr int ws_ctas_per_sm(int tok) { return tok <= 64 ? 2 : 1; }
@@ -66,31 +61,27 @@ __host__ __device__ constexpr int ws_threads(int tok) {
     return ws_reg_shift(tok) ? (kWsConsumers + 1) * 128 : kWsConsumers * 128 + 32;
 }
 
-// Shared-memory geometry: `stages` x {activation tile, SMEM_A: the converted weight tile [ch x 64 k] (16-bit,
-// K-major, 128-byte swizzle), packed lines, scales, zeros}, each stage 1024-byte aligned
+// Shared-memory geometry: `stages` x {activation tile, packed lines, scales, zeros}, each stage 1024-byte aligned
 // (the 128-byte swizzle atom); the epilogue's FP32 staging tile [TOK][CH + 4] (padded against bank conflicts) reuses
-// the same bytes; the 2 x `stages` mbarriers (SMEM_A: 3 x) follow. `stages` is max_stages, or fewer where the CTAs
-// per SM would not fit in the SM's 228 KB (the 2-CTA tile with INT8 weights; SMEM_A tiles). Plain constexpr
-// functions, so the host sizes the launch with them.
+// the same bytes; the 2 x `stages` mbarriers follow. `stages` is max_stages, or fewer where the CTAs per SM would
+// not fit in the SM's 228 KB (the 2-CTA tile with INT8 weights). Plain constexpr functions, so the host sizes the
+// launch with them.
 struct WsGeometry {
-    int stages, lines, x_bytes, a_bytes, w_bytes, s_bytes, stage_bytes, epi_pitch, epi_bytes, data_bytes, smem_bytes;
-    // Where a stage's packed lines start (1024-byte aligned: their swizzle).
-    __host__ __device__ constexpr int w_offset() const { return x_bytes + a_bytes; }
+    int stages, lines, x_bytes, w_bytes, s_bytes, stage_bytes, epi_pitch, epi_bytes, data_bytes, smem_bytes;
 };
-__host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_stages, int bits, bool smem_a = false) {
+__host__ __device__ constexpr WsGeometry ws_geometry(int tok, int ch, int max_stages, int bits) {
     WsGeometry g{};
     g.lines = ch / (bits == 8 ? 2 : 4);
     g.x_bytes = tok * kBK * 2;
-    g.a_bytes = smem_a ? ch * kBK * 2 : 0;
     g.w_bytes = g.lines * packed_line_bytes(bits);  // FP6: the 2-bit words after the 4-bit lines
     g.s_bytes = 2 * ch * 2;  // up to two group rows (group 32 < 64)
-    g.stage_bytes = (g.x_bytes + g.a_bytes + g.w_bytes + 2 * g.s_bytes + 1023) / 1024 * 1024;
+    g.stage_bytes = (g.x_bytes + g.w_bytes + 2 * g.s_bytes + 1023) / 1024 * 1024;
     g.epi_pitch = ch + 4;  // floats
     g.epi_bytes = tok * g.epi_pitch * 4;
     const int budget = 228 * 1024 / ws_ctas_per_sm(tok) - 1024;  // per CTA, less the 1 KB the system reserves
     for (g.stages = max_stages;; --g.stages) {  // down to 2 stages at least
         g.data_bytes = g.stages * g.stage_bytes > g.epi_bytes ? g.stages * g.stage_bytes : g.epi_bytes;
-        g.smem_bytes = g.data_bytes + (smem_a ? 3 : 2) * g.stages * 8 + 1024;  // + barriers + alignment slack
+        g.smem_bytes = g.data_bytes + 2 * g.stages * 8 + 1024;  // + barriers + alignment slack
         if (g.smem_bytes <= budget || g.stages == 2) return g;
     }
 }
@@ -297,22 +288,18 @@ struct WsRowsIo {
 // tail split, whose code then stays that of a single piece: with the loop the 128 x 256 tile measured 15-20 %
 // slower). FP6: tmap_w2 loads the 2-bit words [CH / 4 rows x 64 B], unswizzled, after the 4-bit lines. DEPTH:
 // wgmma groups in flight while the next K tile converts (DEPTH + 1 fragment buffers; a stage goes back to the producer
-// DEPTH tiles after its group was issued). SMEM_A: warps 1 .. 3 of the producer warpgroup convert each stage's
-// weights once into a 16-bit tile in shared memory, the stage's A operand; the consumers only issue wgmma
-// (both operands from shared memory) and never wait for a conversion of their own.
+// DEPTH tiles after its group was issued).
 template <int TOK, int MT, int MAX_STAGES, int BITS, typename T, int CLUSTER, int PIECES, int DEPTH = 1,
-          typename Io = WsRowsIo, bool SMEM_A = false>
+          typename Io = WsRowsIo>
 __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     gemm_wgmma_ws_kernel(const GemmArgs args, const WsSchedule sched, const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_w2,
                          const Io io) {
 #ifdef TRT_WOQ_WGMMA
     constexpr int kCH = kWsConsumers * MT * 64;
-    constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS, SMEM_A);
+    constexpr WsGeometry L = ws_geometry(TOK, kCH, MAX_STAGES, BITS);
     constexpr int STAGES = L.stages;
-    static_assert(L.x_bytes % 1024 == 0 && L.a_bytes % 1024 == 0,
-                  "the weight tile and lines must start 1024-byte aligned (swizzle atom)");
-    static_assert(!SMEM_A || (CLUSTER == 1 && ws_reg_shift(TOK)), "SMEM_A: one CTA per SM, no cluster");
+    static_assert(L.x_bytes % 1024 == 0, "the weight lines must start 1024-byte aligned (swizzle atom)");
     static_assert(TOK <= 256 && L.lines <= 256, "TMA box dimensions are at most 256");
     using O = Ops<T>;
     constexpr int kI = BITS == 8 ? 2 : 4;
@@ -320,14 +307,12 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     const uint32_t smem_base = smem_addr(smem);
-    // conv_bar (SMEM_A): a stage's weight tile is converted (one arrival per converter thread).
-    const uint32_t full_bar = smem_base + L.data_bytes, empty_bar = full_bar + STAGES * 8,
-                   conv_bar = empty_bar + STAGES * 8;
+    const uint32_t full_bar = smem_base + L.data_bytes, empty_bar = full_bar + STAGES * 8;
     auto stage_x = [&](int s) { return smem_base + s * L.stage_bytes; };
-    auto stage_w = [&](int s) { return reinterpret_cast<const uint32_t*>(smem + s * L.stage_bytes + L.w_offset()); };
-    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L.stage_bytes + L.w_offset() + L.w_bytes); };
+    auto stage_w = [&](int s) { return reinterpret_cast<const uint32_t*>(smem + s * L.stage_bytes + L.x_bytes); };
+    auto stage_s = [&](int s) { return reinterpret_cast<T*>(smem + s * L.stage_bytes + L.x_bytes + L.w_bytes); };
     auto stage_z = [&](int s) {
-        return reinterpret_cast<T*>(smem + s * L.stage_bytes + L.w_offset() + L.w_bytes + L.s_bytes);
+        return reinterpret_cast<T*>(smem + s * L.stage_bytes + L.x_bytes + L.w_bytes + L.s_bytes);
     };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
@@ -350,7 +335,6 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1 + 32);                 // the TMA thread's expect-tx + 32 cp.async lanes
             mbar_init(empty_bar + 8 * s, CLUSTER * kWsConsumers * 128);  // per consumer thread of the cluster
-            if constexpr (SMEM_A) mbar_init(conv_bar + 8 * s, kWsConverters);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -376,9 +360,9 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
                     mbar_arrive_expect_tx(full_bar + 8 * s, L.x_bytes + L.w_bytes);
                     io.load(stage_x(s) + rank * (L.x_bytes / CLUSTER), &tmap_x, kt * kBK, m0 + rank * (TOK / CLUSTER),
                             full_bar + 8 * s, CLUSTER > 1 ? (1u << CLUSTER) - 1 : 0);
-                    tma_load_2d(stage_x(s) + L.w_offset(), &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
+                    tma_load_2d(stage_x(s) + L.x_bytes, &tmap_w, kt * (kBK / 2), n0 / kI, full_bar + 8 * s);
                     if constexpr (BITS == 6)
-                        tma_load_2d(stage_x(s) + L.w_offset() + L.lines * 128, &tmap_w2, kt * (kBK / 4), n0 / kI,
+                        tma_load_2d(stage_x(s) + L.x_bytes + L.lines * 128, &tmap_w2, kt * (kBK / 4), n0 / kI,
                                     full_bar + 8 * s);
                 }
                 for (int j = lane; j < kCH; j += 32)
@@ -395,77 +379,20 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             for (int j = max(0, g - STAGES); j < g; ++j) mbar_wait(empty_bar + 8 * (j % STAGES), (j / STAGES) & 1);
     };
 
-    constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per packed word
-    constexpr int kSteps = kBK / 16;
-
-    // SMEM_A, converter thread t of kWsConverters: converts each stage's packed words once into the stage's weight
-    // tile, channel c's element k at byte c * 128 + ((k / 8) ^ (c % 8)) * 16 + (k % 8) * 2 (K-major, 128-byte
-    // swizzle: wgmma's shared-memory A operand), then releases it to the consumers (conv_bar). Word j is read where
-    // TMA put it (consecutive words: no bank conflict): line j / 32, its swizzled chunk (j % 32) / 4 gives the channel
-    // and k block, and q = j % 4 the pairs k = 2q, 2q + 1 (+ 8) of each k16 step it holds, as a consumer lane of
-    // the register-operand path would read it.
-    auto convert_stages = [&](int t) {
-        const auto zq_sym = zero_point<BITS, T>(BITS == 8 ? 128.f : 8.f);
-        const int gshift = args.group_shift;
-        int g = 0;
-        for (int q = 0; q < n_pieces; ++q) {
-            const WsPiece p = ws_piece(sched, unit, k_tiles, q);
-            for (int kt = p.kt_begin; kt < p.kt_end; ++kt, ++g) {
-                const int s = g % STAGES;
-                mbar_wait(full_bar + 8 * s, (g / STAGES) & 1);
-                const uint32_t* sw = stage_w(s);
-                const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
-                const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
-                unsigned char* sa = smem + s * L.stage_bytes + L.x_bytes;
-                const int k0 = kt * kBK, gr0 = k0 >> gshift;
-#pragma unroll 2
-                for (int j = t; j < L.lines * 32; j += kWsConverters) {
-                    const int line = j / 32, q4 = j % 4, chunk = ((j % 32) / 4) ^ (line & 7);
-                    const int c = line * kI + chunk / (4 / kSPW), blk = chunk % (4 / kSPW);
-                    const int row = ((k0 + blk * 16 * kSPW) >> gshift) != gr0 ? kCH + c : c;  // group 32: 2nd row
-                    const uint16_t sbits = ss[row], zbits = has_zeros ? sz[row] : 0;
-                    const float z = float(*reinterpret_cast<const T*>(&zbits));
-                    const uint32_t w2 =
-                        BITS != 6 ? 0
-                                  : fp6::as_half0(sw[L.lines * 32 + (c / kI) * 16 + chunk * 2 + ((q4 >> 1) & 1)],
-                                                  q4 & 1);
-                    uint32_t af[kSteps][4];  // steps 0 .. kSPW - 1 filled, rows g (h = 0) of the fragment
-                    word_to_a_frags<BITS, T>(sw[j], has_zeros ? zero_point<BITS, T>(z) : zq_sym,
-                                             O::bcast(*reinterpret_cast<const T*>(&sbits)), 0, 0, af, w2,
-                                             gshift != 31);
-#pragma unroll
-                    for (int u = 0; u < kSPW; ++u)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {  // af[u][0]: k = 2q, 2q + 1 of its step; af[u][2]: k + 8
-                            const int k = 16 * (blk * kSPW + u) + 2 * q4 + 8 * e;
-                            *reinterpret_cast<uint32_t*>(sa + c * 128 + (((k >> 3) ^ (c & 7)) << 4) + (k & 7) * 2) =
-                                af[u][2 * e];
-                        }
-                }
-                fence_proxy_async();  // the stores, visible to wgmma's shared-memory reads (async proxy)
-                mbar_arrive(conv_bar + 8 * s);
-            }
-        }
-    };
-
     constexpr bool kRegShift = ws_reg_shift(TOK);
     constexpr int kConsumer0 = kRegShift ? 128 : 0;  // first consumer thread
     if (kRegShift ? wg == 0 : wg == kWsConsumers) {
-        // Producer: warp 0 of the first warpgroup (the other three give their registers back, or with SMEM_A
-        // convert), or the last warp.
-        if constexpr (kRegShift) regs_dealloc<ws_producer_regs(SMEM_A)>();
-        if (warp == (kRegShift ? 0 : 4 * kWsConsumers))
-            produce();
-        else if constexpr (SMEM_A)
-            convert_stages(tid - 32);
+        // Producer: warp 0 of the first warpgroup (the other three only give their registers back), or the last warp.
+        if constexpr (kRegShift) regs_dealloc<kWsProducerRegs>();
+        if (warp == (kRegShift ? 0 : 4 * kWsConsumers)) produce();
         return;
     }
 
     // Consumer warpgroups.
-    if constexpr (kRegShift) regs_alloc<ws_consumer_regs(SMEM_A)>();
+    if constexpr (kRegShift) regs_alloc<kWsConsumerRegs>();
     const int ctid = tid - kConsumer0, cw = ctid / 128, wq = warp & 3;
-    const auto zq_sym = zero_point<BITS, T>(BITS == 8 ? 128.f : 8.f);
-    const int gshift = args.group_shift;
+    constexpr int kSPW = BITS == 8 ? 1 : 2;  // k16 steps per packed word
+    constexpr int kSteps = kBK / 16;
     // This thread's channels (rows g and g + 8 of its warp's 16 in each m64 block) and where their words are in a
     // stage: line, line % 8 (the swizzle), first chunk.
     int ch_local[MT][2], w_base[MT][2], w_xor[MT][2], w_chunk0[MT][2];
@@ -480,6 +407,8 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
             w_xor[mt][h] = line & 7;
             w_chunk0[mt][h] = (c % kI) * (4 / kSPW);
         }
+    const auto zq_sym = zero_point<BITS, T>(BITS == 8 ? 128.f : 8.f);
+    const int gshift = args.group_shift;
 
     using Frags = uint32_t[MT][kSteps][4];
     // The current piece: its first pipeline tile (g0), first K tile and origin. Tile i of the piece is pipeline
@@ -489,10 +418,6 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
     auto convert = [&](int i, Frags& af) {
         const int s = (g0 + i) % STAGES;
         mbar_wait(full_bar + 8 * s, ((g0 + i) / STAGES) & 1);
-        if constexpr (SMEM_A) {  // converted by the converter warps
-            mbar_wait(conv_bar + 8 * s, ((g0 + i) / STAGES) & 1);
-            return;
-        }
         const uint32_t* sw = stage_w(s);
         const uint16_t* ss = reinterpret_cast<const uint16_t*>(stage_s(s));
         const uint16_t* sz = reinterpret_cast<const uint16_t*>(stage_z(s));
@@ -528,16 +453,7 @@ __global__ void __launch_bounds__(ws_threads(TOK), ws_ctas_per_sm(TOK))
 #pragma unroll
         for (int st = 0; st < kSteps; ++st)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if constexpr (SMEM_A)  // this warpgroup's 64-channel block of the stage's weight tile
-                    wgmma_tok_ss<TOK, T>(acc[mt],
-                                         swizzle128_desc(stage_x((g0 + i) % STAGES) + L.x_bytes +
-                                                         (cw * MT + mt) * 64 * 128) +
-                                             uint64_t(2 * st),
-                                         desc + uint64_t(2 * st));
-                else
-                    wgmma_tok<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
-            }
+            for (int mt = 0; mt < MT; ++mt) wgmma_tok<TOK, T>(acc[mt], af[mt][st], desc + uint64_t(2 * st));
         wgmma_commit();
     };
     // Every consumer thread arrives for its own reads of the stage (release semantics), so the producer's
