@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 
 #include "../candidates.h"
 #include "../epilogue.cuh"
@@ -118,12 +117,9 @@ __device__ __forceinline__ uint4 codes16(const float (&v)[16], float s, float o,
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// SC (both quantize kernels): an instance of its own for a launch with the largest shared-memory carveout, which is an
-// attribute of the function (launch_quantize).
-//
 // Blocks of 32..256 k, a power of two (grouped weights, or a short row): one pass; a block's chunks sit on adjacent
 // lanes.
-template <typename T, bool ASYM, bool SC>
+template <typename T, bool ASYM>
 __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict__ x, int8_t* __restrict__ q,
                                                              float* __restrict__ scales, float* __restrict__ offsets,
                                                              int* __restrict__ sums, int k, int block,
@@ -162,7 +158,7 @@ __global__ void __launch_bounds__(kQThreads) quantize_blocks(const T* __restrict
 // One block per row (per-channel weights, other K): a CTA reduction, then the codes. HELD > 0: the row fits in
 // HELD chunks per thread (K <= HELD * 16 * kQThreads), whose words stay in registers, all loads in flight at once: X
 // is read once. HELD = 0: longer rows are read a second time (from L1/L2) to quantize them.
-template <typename T, bool ASYM, int HELD, bool SC>
+template <typename T, bool ASYM, int HELD>
 __global__ void __launch_bounds__(kQThreads) quantize_rows(const T* __restrict__ x, int8_t* __restrict__ q,
                                                            float* __restrict__ scales, float* __restrict__ offsets,
                                                            int* __restrict__ sums, int k, unsigned* zero,
@@ -1080,7 +1076,6 @@ struct Tile {
     bool lean = false;   // warp-specialized: WsCfg's LEAN
     bool pdl = false;    // lean: the GEMM is a programmatic dependent launch after the quantize kernel
     bool pp = false;     // lean: ping-pong consumers (WsCfg's PP), bm x bn per warpgroup
-    bool sc = false;     // the quantize kernel runs with the largest shared-memory carveout (launch_quantize)
     constexpr int cluster() const { return cm * cn; }
 };
 constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
@@ -1104,12 +1099,7 @@ constexpr Tile kTiles[] = {{"w8a8_mma_128x128", 128, 128, Kind::kMma},
                            {"w8a8_wspp_64x256", 64, 256, Kind::kWsLines, 1, 1, true, true, true},
                            {"w8a8_wspp_64x256_2x1", 64, 256, Kind::kWsLines, 2, 1, true, true, true},
                            {"w8a8_wsppr_64x128", 64, 128, Kind::kWs, 1, 1, true, true, true},
-                           {"w8a8_wsppr_64x256", 64, 256, Kind::kWs, 1, 1, true, true, true},
-                           {"w8a8_wsp_128x256_sc", 128, 256, Kind::kWsLines, 1, 1, true, true, false, true},
-                           {"w8a8_wsp_128x128_sc", 128, 128, Kind::kWs, 1, 1, true, true, false, true},
-                           {"w8a8_wspp_64x256_2x1_sc", 64, 256, Kind::kWsLines, 2, 1, true, true, true, true},
-                           {"w8a8_wsppr_64x128_sc", 64, 128, Kind::kWs, 1, 1, true, true, true, true},
-                           {"w8a8_wsc_128x256_1x1_sc", 128, 256, Kind::kWsLines, 1, 1, true, false, false, true}};
+                           {"w8a8_wsppr_64x256", 64, 256, Kind::kWs, 1, 1, true, true, true}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 // A tile's index in kTiles by its name (-1: none), so the dispatch names its picks and additions cannot shift them.
 constexpr bool same_name(const char* a, const char* b) { return *a == *b && (*a == '\0' || same_name(a + 1, b + 1)); }
@@ -1316,21 +1306,6 @@ trt_woq_status launch_ws(const trt_woq_linear_params* p, int tile, const EpiArgs
                             L::kSmem, stream, args, tmap_a, tmap_b);
 }
 
-// The quantize kernel, one CTA per row. With `shared_carveout`, at the largest shared-memory carveout: the one the
-// warp-specialized GEMM behind it runs at (its 227 KB), so an SM the quantize kernel leaves takes a GEMM CTA without
-// changing its L1 / shared-memory split first.
-template <typename... Params, typename... Args>
-trt_woq_status launch_quantize(void (*kernel)(Params...), bool shared_carveout, int rows, cudaStream_t stream,
-                               const Args&... args) {
-    if (shared_carveout) {
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                     int(cudaSharedmemCarveoutMaxShared));
-        if (err != cudaSuccess) return record_cuda_error(err);
-    }
-    kernel<<<rows, kQThreads, 0, stream>>>(args...);
-    return check_launch();
-}
-
 template <typename T, bool ASYM>
 trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream_t stream) {
     const int m = int(p->m), k = int(p->k), n = int(p->n), groups = groups_of(p);
@@ -1350,17 +1325,16 @@ trt_woq_status launch_typed(const trt_woq_linear_params* p, int tile, cudaStream
             zero_count = int((w.units - w.dp_tiles) * t.cluster());
         }
     }
-    auto quantize = [&](auto sc) {
-        constexpr bool SC = decltype(sc)::value;
-        if (block <= 256 && (block & (block - 1)) == 0)  // the lanes of a block form an aligned power-of-two group
-            return launch_quantize(quantize_blocks<T, ASYM, SC>, SC, m, stream, x, codes, a_scales, a_offsets, a_sums,
-                                   k, block, zero, zero_count);
+    if (block <= 256 && (block & (block - 1)) == 0) {  // the lanes of a block form an aligned power-of-two group
+        quantize_blocks<T, ASYM><<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, block, zero,
+                                                               zero_count);
+    } else {
         const int held = (k / 16 + kQThreads - 1) / kQThreads;  // chunks per thread
-        auto rows = held <= 1 ? quantize_rows<T, ASYM, 1, SC> : held <= 2 ? quantize_rows<T, ASYM, 2, SC>
-                  : held <= 4 ? quantize_rows<T, ASYM, 4, SC> : quantize_rows<T, ASYM, 0, SC>;
-        return launch_quantize(rows, SC, m, stream, x, codes, a_scales, a_offsets, a_sums, k, zero, zero_count);
-    };
-    trt_woq_status s = t.sc ? quantize(std::true_type{}) : quantize(std::false_type{});
+        auto rows = held <= 1 ? quantize_rows<T, ASYM, 1> : held <= 2 ? quantize_rows<T, ASYM, 2>
+                  : held <= 4 ? quantize_rows<T, ASYM, 4> : quantize_rows<T, ASYM, 0>;
+        rows<<<m, kQThreads, 0, stream>>>(x, codes, a_scales, a_offsets, a_sums, k, zero, zero_count);
+    }
+    trt_woq_status s = check_launch();
     if (s != TRT_WOQ_OK) return s;
     const EpiArgs epi{a_scales, a_offsets, a_sums, p->scales, static_cast<const int*>(p->weight_sums), p->bias,
                       p->output, m, n, epilogue_of(*p)};
@@ -1527,11 +1501,6 @@ const Candidate kW8A8Candidates[] = {
     TRT_WOQ_W8A8_GEMM_CANDIDATE(19),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(20),
     TRT_WOQ_W8A8_GEMM_CANDIDATE(21),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(22),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(23),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(24),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(25),
-    TRT_WOQ_W8A8_GEMM_CANDIDATE(26),
 };
 const int kW8A8CandidateCount = sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]);
 static_assert(sizeof(kW8A8Candidates) / sizeof(kW8A8Candidates[0]) == w8a8::kTileCount + 1,
