@@ -183,6 +183,16 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(BITS, MODE, MT, TMA)) * 3
             if (MT == 16) xb[v] = g + 8 < m && kv ? lds128(x_at(xst, ch, q, g + 8, v)) : make_uint4(0, 0, 0, 0);
         }
     };
+    // A warp's release of its reads of a stage on barrier `bar`: the stage's next writer is the producer's copies, in
+    // the async proxy, so after __syncwarp (the warp's reads before lane 0's) lane 0 orders them against that proxy,
+    // then arrives.
+    auto warp_release = [&](uint32_t bar) {
+        __syncwarp();
+        if (lane == 0) {
+            gemm::fence_proxy_async();
+            mbar_arrive(bar);
+        }
+    };
     if (warp == kWsConsumerWarps) {
         // Producer. Packed rows past N are not copied (N % I == 0: a row is wholly inside or past N).
         const int rows = min(kRows, (a.n - cta_base) / I);
@@ -233,11 +243,7 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(BITS, MODE, MT, TMA)) * 3
                     load_x(st + kXOff, ch, g, q, kc0 + q * BK < k_end, xa, xb);
                     store_corr<T, NB>(st + sum_off + ch * NB * 64, g, q, xa, xb);
                 }
-                __syncwarp();
-                if (lane == 0) {  // the stage's next writer is the async proxy (as for the consumers' release)
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    mbar_arrive(sums0 + 8 * s);
-                }
+                warp_release(sums0 + 8 * s);
             }
         }
     } else {
@@ -392,13 +398,7 @@ __global__ void __launch_bounds__(ws_warps(ws_sum_warp(BITS, MODE, MT, TMA)) * 3
                     }
                 }
             }
-            // The release: the producer's next copies into this stage are async-proxy writes, so after __syncwarp
-            // (the warp's reads before lane 0's) lane 0 orders them against the async proxy, then arrives.
-            __syncwarp();
-            if (lane == 0) {
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                mbar_arrive(empty0 + 8 * s);
-            }
+            warp_release(empty0 + 8 * s);
         }
         if constexpr (kTwoAcc && !kWide) {
 #pragma unroll
