@@ -67,9 +67,10 @@ def _with_extra_output(model, tensor):
 
 
 @pytest.mark.parametrize("case", ["sigmoid_used_twice", "intermediate_is_output", "not_an_activation",
-                                  "option_off"])
+                                  "clip_beyond_8", "option_off"])
 def test_what_is_not_fused(rng, case):
     cfg = dict(bits=8, group_size=-1)
+    scale = 1.0
     if case == "sigmoid_used_twice":  # silu, but the Sigmoid's output also feeds a second graph output
         model = _with_extra_output(models.linear_act(rng, "silu"), "act_s")
     elif case == "intermediate_is_output":  # the pre-activation is a graph output too
@@ -82,13 +83,21 @@ def test_what_is_not_fused(rng, case):
         nodes = list(model.graph.node[:2]) + [mk("Tanh", ["h1"], ["t"]), mk("Add", ["t", "one"], ["a"]),
                                               mk("Mul", ["h1", "a"], ["m"]), mk("Mul", ["m", "half"], ["y"])]
         model = models.make_model(nodes, list(model.graph.input), list(model.graph.output), inits, 21)
+    elif case == "clip_beyond_8":  # clip_by_value(x, 0, 20) as Min then Max: a ReLU only up to 20
+        model = models.linear_act(rng, "relu")
+        inits = list(model.graph.initializer) + [helper.make_tensor("lo", onnx.TensorProto.FLOAT, [], [0.0]),
+                                                 helper.make_tensor("hi", onnx.TensorProto.FLOAT, [], [20.0])]
+        mk = helper.make_node
+        nodes = list(model.graph.node[:2]) + [mk("Min", ["h1", "hi"], ["m"]), mk("Max", ["m", "lo"], ["y"])]
+        model = models.make_model(nodes, list(model.graph.input), list(model.graph.output), inits, 21)
+        scale = 60.0  # pre-activations well past 20
     else:
         model = models.linear_act(rng, "relu")
         cfg["fuse_activations"] = False
     out, report = models.run_pass(model, **cfg)
     (node,) = _woq(out)
     assert _attrs(node)["activation"] == 0 and report.rewritten[0].activation == "none"
-    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    x = (rng.standard_normal((2, 3, 128)) * scale).astype(np.float32)
     y_ref = models.ref_run(out, {"x": x})
     y_orig = models.ort_run(model, {"x": x})
     assert all(_cosine(a, b) > 0.999 for a, b in zip(y_ref, y_orig))
