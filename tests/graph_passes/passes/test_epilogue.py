@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import woq_models as models
 from graph_passes.compare import plugin_to_qdq
@@ -101,6 +101,45 @@ def test_what_is_not_fused(rng, case):
     y_ref = models.ref_run(out, {"x": x})
     y_orig = models.ort_run(model, {"x": x})
     assert all(_cosine(a, b) > 0.999 for a, b in zip(y_ref, y_orig))
+
+
+DECOMPOSED_GELU = [f for f in FORMS if f.startswith("gelu_") and not f.startswith("gelu_op")]
+
+
+@pytest.mark.parametrize("value_info", [False, True], ids=["no_value_info", "value_info"])
+@pytest.mark.parametrize("form", DECOMPOSED_GELU)
+def test_fp16_graph_fuses_decomposed_gelu(rng, form, value_info):
+    """An FP16 graph's decomposed GELU (constants in fp16) fuses, whether or not the graph declares the dtypes of its
+    intermediate tensors (exported graphs often do not)."""
+    model = models.conv(rng, act=form, dtype=np.float16)
+    if value_info:
+        model = onnx.shape_inference.infer_shapes(model)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    assert report.rewritten[0].activation == FORMS[form][0]
+    assert [n.op_type for n in out.graph.node] == ["WeightOnlyConv"]
+    x = (rng.standard_normal((2, 64, 9, 11)) * 2).astype(np.float16)
+    y_ref = models.ref_run(out, {"x": x})[0].astype(np.float64)
+    y_twin = models.ort_run(plugin_to_qdq(out), {"x": x})[0].astype(np.float64)
+    assert np.linalg.norm(y_twin - y_ref) <= 4e-3 * np.linalg.norm(y_ref)
+    assert _cosine(y_ref, models.ort_run(model, {"x": x})[0]) > 0.999
+
+
+@pytest.mark.parametrize("value_info", [False, True], ids=["no_value_info", "value_info"])
+@pytest.mark.parametrize("form, constant, value", [("gelu_erf_div", "act_sqrt2", 1.41),
+                                                   ("gelu_erf_div", "act_half", 0.501),
+                                                   ("gelu_tanh_pow", "act_k", 0.046),
+                                                   ("gelu_tanh_pow", "act_s", 0.8)])
+def test_fp16_near_gelu_constants_do_not_fuse(rng, form, constant, value, value_info):
+    """A GELU-like subgraph whose constant differs from GELU's by more than fp16 rounding is not GELU."""
+    model = models.conv(rng, act=form, dtype=np.float16)
+    (init,) = [t for t in model.graph.initializer if t.name == constant]
+    init.CopyFrom(numpy_helper.from_array(np.asarray(value, np.float16), constant))
+    if value_info:
+        model = onnx.shape_inference.infer_shapes(model)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    assert report.rewritten[0].activation == "none"
+    x = (rng.standard_normal((2, 64, 9, 11)) * 2).astype(np.float16)
+    assert _cosine(models.ref_run(out, {"x": x})[0], models.ort_run(model, {"x": x})[0]) > 0.999
 
 
 def test_fused_inside_if_branches(rng):
