@@ -203,7 +203,8 @@ def twin_nodes(ep: Epilogue, params: dict, x: str, y: str, prefix: str, dtype):
         return [helper.make_node("Relu", [x], [y], name=f"{prefix}.relu")], []
     if ep.name == "clip":
         names = [f"{prefix}.clip_min", f"{prefix}.clip_max"]
-        inits = [numpy_helper.from_array(np.asarray(params[p], dtype), n) for p, n in zip(ep.params, names)]
+        with np.errstate(over="ignore"):  # a bound past the dtype's range (-FLT_MAX in fp16) is no bound: +-inf
+            inits = [numpy_helper.from_array(np.asarray(params[p], dtype), n) for p, n in zip(ep.params, names)]
         return [helper.make_node("Clip", [x, *names], [y], name=f"{prefix}.clip")], inits
     if ep.name == "silu":
         return [helper.make_node("Sigmoid", [x], [f"{prefix}.sigmoid"], name=f"{prefix}.sigmoid"),

@@ -146,6 +146,8 @@ def activation(kind, x, y, inits, p="act", dtype=np.float32):
         return [mk("Clip", [x, c("lo", 0.0), c("hi", 6.0)], [y])]
     if kind == "clip_min_only":
         return [mk("Clip", [x, c("lo", -1.5)], [y])]
+    if kind == "clip_attr_max_only":  # opset 6 - 10: bounds as attributes
+        return [mk("Clip", [x], [y], max=6.0)]
     if kind == "silu":
         return [mk("Sigmoid", [x], [f"{p}_s"]), mk("Mul", [x, f"{p}_s"], [y])]
     if kind in ("gelu_op_erf", "gelu_op_tanh"):

@@ -3,6 +3,8 @@ the plugin model (float64 reference), its Q/DQ twin (ONNX Runtime) and the origi
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import pytest
@@ -59,6 +61,25 @@ def test_twin_keeps_the_op_sequence(rng):
     assert ops == ["Cast", "DequantizeLinear", "MatMul", "Add", "Gelu", "Cast"]
     out, _ = models.run_pass(models.linear_act(rng, "silu"), bits=4, group_size=64)
     assert [n.op_type for n in plugin_to_qdq(out).graph.node][-3:] == ["Sigmoid", "Mul", "Cast"]
+
+
+def test_clip_attributes_of_opset_10(rng):
+    """Clip(max=6) of opset 10 becomes, converted to opset 21, Clip with min -FLT_MAX: fused, and its fp16 twin
+    clips at -inf without a numpy overflow warning."""
+    model = models.linear_act(rng, "clip_attr_max_only", opset=10)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    (node,) = _woq(out)
+    attrs = _attrs(node)
+    assert report.rewritten[0].activation == "clip" and attrs["clip_max"] == 6.0
+    assert attrs["clip_min"] <= np.finfo(np.float32).min
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        twin = plugin_to_qdq(out)
+    x = (rng.standard_normal((2, 3, 128)) * 20).astype(np.float32)
+    y_ref = models.ref_run(out, {"x": x})[0]
+    y_twin = models.ort_run(twin, {"x": x})[0]
+    assert np.linalg.norm(y_twin - y_ref) <= 4e-3 * np.linalg.norm(y_ref) and y_ref.max() == np.float32(6.0)
+    assert _cosine(y_ref, models.ort_run(model, {"x": x})[0]) > 0.999
 
 
 def _with_extra_output(model, tensor):
