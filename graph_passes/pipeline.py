@@ -130,6 +130,8 @@ def _prepare_opset(model, config: QuantConfig, report: QuantReport):
             return model
         raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
                         f"failed: {_first_line(exc)}") from None
+    if not converted.functions:  # the converter drops model-local functions (torch 2's aten_* activations)
+        converted.functions.extend(model.functions)
     report.notes.append(f"converted the model from opset {current} to {QDQ_OPSET}")
     return converted
 

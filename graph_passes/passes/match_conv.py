@@ -9,8 +9,9 @@ Default policy (docs/op.md, "Which convolutions are quantized"): these stay floa
 unless a ``--include`` pattern names the node:
   * fewer than ``MIN_OUT_CHANNELS`` output channels (a detector's box / class heads: low-bit error would dominate);
   * fixed integer weights (every weight an integer, e.g. the arange kernel of a distribution-focal-loss head).
-Never quantized: grouped / depthwise convs, 1-D / 3-D convs, K = IC * kh * kw not fitting the layout (the RGB stem,
-K = 27), OC not a multiple of the interleave; ``--exclude`` / ``--min-elements`` apply as for linear layers.
+Never quantized: grouped / depthwise convs, 1-D / 3-D convs, malformed geometry (empty weight, stride / dilation
+< 1, negative pad), K = IC * kh * kw not fitting the layout (the RGB stem, K = 27), OC not a multiple of the
+interleave; ``--exclude`` / ``--min-elements`` apply as for linear layers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from graph_passes.passes.match import (LinearMatch, Skip, _dtype_of, _np_dtype, 
 from graph_passes.registry.ops import CONV2D
 
 MIN_OUT_CHANNELS = 16
+BAD_GEOMETRY = "conv geometry the op cannot take"  # an empty weight, stride / dilation < 1, a negative pad
 # K order (i, j, c) when a tap's channels fill whole 16-byte vectors of FP16 / BF16: the channels-last conv kernel
 # loads 8 of them at once (docs/kernels.md, Conv2d); (c, i, j) otherwise.
 CHANNELS_LAST_VECTOR = 8
@@ -167,9 +169,13 @@ def _match_node(node, config, graph_outputs, overridable):
     if kernel != (kh, kw) or len(strides) != 2 or len(dilations) != 2:
         return Skip(node, "conv attributes disagree with the weight",
                     f"kernel_shape {list(kernel)}, weight {list(shape)}")
+    if min(shape) < 1 or min(strides + dilations) < 1:
+        return Skip(node, BAD_GEOMETRY, f"weight {list(shape)}, strides {list(strides)}, dilations {list(dilations)}")
     pads = _resolve_pads(node, x, kernel, strides, dilations)
     if isinstance(pads, str):
         return Skip(node, "conv padding cannot be resolved", pads)
+    if min(pads) < 0:
+        return Skip(node, BAD_GEOMETRY, f"pads {list(pads)}")
     casts = [step for step in chain if step[0] == "Cast"]
     dtype = _np_dtype(casts[-1][1]) if casts else _dtype_of(source)
     m = ConvMatch(node=node, pattern="Conv", x=x, output=node.outputs[0], source=source, source_name=source_name,

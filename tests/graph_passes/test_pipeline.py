@@ -222,3 +222,29 @@ def test_external_data_of_attributes_is_copied(rng, tmp_path):
     y = models.ort_run(onnx.load(str(tmp_path / "q.onnx")), {"x": x})[0]
     y0 = models.ort_run(model, {"x": x})[0]
     assert np.linalg.norm(y - y0) / np.linalg.norm(y0) < 0.2
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_local_functions_survive_the_opset_conversion(rng, fmt):
+    """torch 2's dynamo exporter writes activations as model-local functions (aten_silu) at opset 18: converting
+    the model to opset 21 must keep them, or the nodes calling them point at nothing."""
+    from graph_passes.compare import plugin_to_qdq
+
+    domain = "pkg.onnxscript.torch_lib"
+    silu = helper.make_function(domain, "aten_silu", ["self"], ["ret"],
+                                [helper.make_node("Sigmoid", ["self"], ["s"]),
+                                 helper.make_node("Mul", ["self", "s"], ["ret"])], [helper.make_opsetid("", 18)])
+    model = models.conv(rng, opset=18)
+    model.graph.node[0].output[0] = "c"
+    model.graph.node.append(helper.make_node("aten_silu", ["c"], ["y"], name="silu", domain=domain))
+    model.opset_import.append(helper.make_opsetid(domain, 1))
+    model.functions.append(silu)
+    onnx.checker.check_model(model, full_check=True)
+    out, report = models.run_pass(model, bits=8, group_size=-1, format=fmt)
+    assert [r.node for r in report.rewritten] == ["conv"]
+    assert [f.name for f in out.functions] == ["aten_silu"]
+    onnx.checker.check_model(out, full_check=fmt == "qdq")
+    x = rng.standard_normal((2, 64, 9, 11)).astype(np.float32)
+    y = models.ort_run(plugin_to_qdq(out) if fmt == "plugin" else out, {"x": x})[0]
+    y0 = models.ort_run(model, {"x": x})[0]
+    assert np.linalg.norm(y - y0) <= 0.02 * np.linalg.norm(y0)  # INT8 per channel

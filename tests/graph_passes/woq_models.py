@@ -135,16 +135,19 @@ def _scalar(inits, name, value, dtype=np.float32):
     return name
 
 
-def activation(kind, x, y, inits, p="act"):
-    """Nodes computing ``y = kind(x)`` the way exporters write it (decomposed GELUs in several op orders)."""
+def activation(kind, x, y, inits, p="act", dtype=np.float32):
+    """Nodes computing ``y = kind(x)`` the way exporters write it (decomposed GELUs in several op orders), constants
+    in ``dtype``."""
     mk = helper.make_node
-    c = lambda name, v: _scalar(inits, f"{p}_{name}", v)  # noqa: E731
+    c = lambda name, v: _scalar(inits, f"{p}_{name}", v, dtype)  # noqa: E731
     if kind == "relu":
         return [mk("Relu", [x], [y])]
     if kind == "relu6":
         return [mk("Clip", [x, c("lo", 0.0), c("hi", 6.0)], [y])]
     if kind == "clip_min_only":
         return [mk("Clip", [x, c("lo", -1.5)], [y])]
+    if kind == "clip_attr_max_only":  # opset 6 - 10: bounds as attributes
+        return [mk("Clip", [x], [y], max=6.0)]
     if kind == "silu":
         return [mk("Sigmoid", [x], [f"{p}_s"]), mk("Mul", [x, f"{p}_s"], [y])]
     if kind in ("gelu_op_erf", "gelu_op_tanh"):
@@ -206,7 +209,7 @@ def conv(rng, ic=64, oc=32, kernel=(3, 3), hw=(9, 11), strides=(1, 1), pads=(1, 
         nodes.append(helper.make_node("Add", [cur, "b2"], ["c1"], name=f"{name}_add"))
         cur = "c1"
     if act:
-        nodes += activation(act, cur, "y", inits)
+        nodes += activation(act, cur, "y", inits, dtype=dtype)
     else:
         nodes[-1].output[0] = "y"
     vi = helper.make_tensor_value_info

@@ -123,3 +123,27 @@ def test_inspect_lists_convs(rng, tmp_path):
     path.write_bytes(model.SerializeToString())
     report = inspect_model(str(path), QuantConfig(group_size=64))
     assert [r.pattern for r in report.rewritten] == ["Conv"] and report.rewritten[0].k == 576
+
+
+@pytest.mark.parametrize("geometry", [dict(kernel=(0, 3), w=np.zeros((32, 64, 0, 3), np.float32)),
+                                      dict(strides=(0, 1)), dict(dilations=(1, 0)),
+                                      dict(pads=(-1, 0, 0, 0))], ids=["empty_weight", "stride_0", "dilation_0",
+                                                                      "negative_pad"])
+def test_malformed_conv_is_skipped(rng, geometry):
+    """A conv the op cannot express is left float with its reason; the model's other convs are still rewritten."""
+    bad = models.conv(rng, name="bad", **geometry)
+    good = models.conv(rng, name="good")
+    for t in good.graph.initializer:
+        t.name = "good_" + t.name
+    for n in good.graph.node:
+        n.input[:] = ["good_" + i if i != "x" else i for i in n.input]
+        n.output[:] = ["good_" + o for o in n.output]
+    graph = helper.make_graph(list(bad.graph.node) + list(good.graph.node), "two", list(bad.graph.input),
+                              list(bad.graph.output) + [helper.make_tensor_value_info("good_y", 1, None)],
+                              list(bad.graph.initializer) + list(good.graph.initializer))
+    model = helper.make_model(graph, opset_imports=bad.opset_import)
+    model.ir_version = bad.ir_version
+    for fmt in ("plugin", "qdq"):
+        reasons, out, report = _skip_reason(model, format=fmt)
+        assert [r.node for r in report.rewritten] == ["good"]
+        assert [s.node for s in report.skipped] == ["bad"] and reasons == ["conv geometry the op cannot take"]

@@ -3,10 +3,12 @@ the plugin model (float64 reference), its Q/DQ twin (ONNX Runtime) and the origi
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import woq_models as models
 from graph_passes.compare import plugin_to_qdq
@@ -61,15 +63,35 @@ def test_twin_keeps_the_op_sequence(rng):
     assert [n.op_type for n in plugin_to_qdq(out).graph.node][-3:] == ["Sigmoid", "Mul", "Cast"]
 
 
+def test_clip_attributes_of_opset_10(rng):
+    """Clip(max=6) of opset 10 becomes, converted to opset 21, Clip with min -FLT_MAX: fused, and its fp16 twin
+    clips at -inf without a numpy overflow warning."""
+    model = models.linear_act(rng, "clip_attr_max_only", opset=10)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    (node,) = _woq(out)
+    attrs = _attrs(node)
+    assert report.rewritten[0].activation == "clip" and attrs["clip_max"] == 6.0
+    assert attrs["clip_min"] <= np.finfo(np.float32).min
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        twin = plugin_to_qdq(out)
+    x = (rng.standard_normal((2, 3, 128)) * 20).astype(np.float32)
+    y_ref = models.ref_run(out, {"x": x})[0]
+    y_twin = models.ort_run(twin, {"x": x})[0]
+    assert np.linalg.norm(y_twin - y_ref) <= 4e-3 * np.linalg.norm(y_ref) and y_ref.max() == np.float32(6.0)
+    assert _cosine(y_ref, models.ort_run(model, {"x": x})[0]) > 0.999
+
+
 def _with_extra_output(model, tensor):
     model.graph.output.append(helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None))
     return model
 
 
 @pytest.mark.parametrize("case", ["sigmoid_used_twice", "intermediate_is_output", "not_an_activation",
-                                  "option_off"])
+                                  "clip_beyond_8", "option_off"])
 def test_what_is_not_fused(rng, case):
     cfg = dict(bits=8, group_size=-1)
+    scale = 1.0
     if case == "sigmoid_used_twice":  # silu, but the Sigmoid's output also feeds a second graph output
         model = _with_extra_output(models.linear_act(rng, "silu"), "act_s")
     elif case == "intermediate_is_output":  # the pre-activation is a graph output too
@@ -82,16 +104,63 @@ def test_what_is_not_fused(rng, case):
         nodes = list(model.graph.node[:2]) + [mk("Tanh", ["h1"], ["t"]), mk("Add", ["t", "one"], ["a"]),
                                               mk("Mul", ["h1", "a"], ["m"]), mk("Mul", ["m", "half"], ["y"])]
         model = models.make_model(nodes, list(model.graph.input), list(model.graph.output), inits, 21)
+    elif case == "clip_beyond_8":  # clip_by_value(x, 0, 20) as Min then Max: a ReLU only up to 20
+        model = models.linear_act(rng, "relu")
+        inits = list(model.graph.initializer) + [helper.make_tensor("lo", onnx.TensorProto.FLOAT, [], [0.0]),
+                                                 helper.make_tensor("hi", onnx.TensorProto.FLOAT, [], [20.0])]
+        mk = helper.make_node
+        nodes = list(model.graph.node[:2]) + [mk("Min", ["h1", "hi"], ["m"]), mk("Max", ["m", "lo"], ["y"])]
+        model = models.make_model(nodes, list(model.graph.input), list(model.graph.output), inits, 21)
+        scale = 60.0  # pre-activations well past 20
     else:
         model = models.linear_act(rng, "relu")
         cfg["fuse_activations"] = False
     out, report = models.run_pass(model, **cfg)
     (node,) = _woq(out)
     assert _attrs(node)["activation"] == 0 and report.rewritten[0].activation == "none"
-    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    x = (rng.standard_normal((2, 3, 128)) * scale).astype(np.float32)
     y_ref = models.ref_run(out, {"x": x})
     y_orig = models.ort_run(model, {"x": x})
     assert all(_cosine(a, b) > 0.999 for a, b in zip(y_ref, y_orig))
+
+
+DECOMPOSED_GELU = [f for f in FORMS if f.startswith("gelu_") and not f.startswith("gelu_op")]
+
+
+@pytest.mark.parametrize("value_info", [False, True], ids=["no_value_info", "value_info"])
+@pytest.mark.parametrize("form", DECOMPOSED_GELU)
+def test_fp16_graph_fuses_decomposed_gelu(rng, form, value_info):
+    """An FP16 graph's decomposed GELU (constants in fp16) fuses, whether or not the graph declares the dtypes of its
+    intermediate tensors (exported graphs often do not)."""
+    model = models.conv(rng, act=form, dtype=np.float16)
+    if value_info:
+        model = onnx.shape_inference.infer_shapes(model)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    assert report.rewritten[0].activation == FORMS[form][0]
+    assert [n.op_type for n in out.graph.node] == ["WeightOnlyConv"]
+    x = (rng.standard_normal((2, 64, 9, 11)) * 2).astype(np.float16)
+    y_ref = models.ref_run(out, {"x": x})[0].astype(np.float64)
+    y_twin = models.ort_run(plugin_to_qdq(out), {"x": x})[0].astype(np.float64)
+    assert np.linalg.norm(y_twin - y_ref) <= 4e-3 * np.linalg.norm(y_ref)
+    assert _cosine(y_ref, models.ort_run(model, {"x": x})[0]) > 0.999
+
+
+@pytest.mark.parametrize("value_info", [False, True], ids=["no_value_info", "value_info"])
+@pytest.mark.parametrize("form, constant, value", [("gelu_erf_div", "act_sqrt2", 1.41),
+                                                   ("gelu_erf_div", "act_half", 0.501),
+                                                   ("gelu_tanh_pow", "act_k", 0.046),
+                                                   ("gelu_tanh_pow", "act_s", 0.8)])
+def test_fp16_near_gelu_constants_do_not_fuse(rng, form, constant, value, value_info):
+    """A GELU-like subgraph whose constant differs from GELU's by more than fp16 rounding is not GELU."""
+    model = models.conv(rng, act=form, dtype=np.float16)
+    (init,) = [t for t in model.graph.initializer if t.name == constant]
+    init.CopyFrom(numpy_helper.from_array(np.asarray(value, np.float16), constant))
+    if value_info:
+        model = onnx.shape_inference.infer_shapes(model)
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    assert report.rewritten[0].activation == "none"
+    x = (rng.standard_normal((2, 64, 9, 11)) * 2).astype(np.float16)
+    assert _cosine(models.ref_run(out, {"x": x})[0], models.ort_run(model, {"x": x})[0]) > 0.999
 
 
 def test_fused_inside_if_branches(rng):
