@@ -31,33 +31,34 @@ class Fold:
         return f"{', '.join(self.nodes)}: 1/s folded into {self.where}"
 
 
-def _constant_values(t):
+def _constant_values(t, base_dir: str | None):
+    """Values of a constant tensor (external data read from ``base_dir``, the model's folder), or None."""
     import onnx_graphsurgeon as gs
 
     from graph_passes.passes.match import read_constant
 
     if isinstance(t, gs.Constant):
-        return read_constant(t, None)
+        return read_constant(t, base_dir)
     producers = list(getattr(t, "inputs", []))
     if len(producers) == 1 and producers[0].op == "Constant" and isinstance(producers[0].attrs.get("value"),
                                                                                 gs.Constant):
-        return read_constant(producers[0].attrs["value"], None)
+        return read_constant(producers[0].attrs["value"], base_dir)
     return None
 
 
-def _scaled_vector(t, k: int, inv: np.ndarray):
+def _scaled_vector(t, k: int, inv: np.ndarray, base_dir: str | None):
     """Values of a constant holding K values (any shape ending in K, ones before) times ``inv``, or None."""
-    v = _constant_values(t)
+    v = _constant_values(t, base_dir)
     if v is None or v.dtype.kind != "f" or v.size != k or v.shape[-1:] != (k,):
         return None
     return (v.astype(np.float64) * inv.reshape(v.shape)).astype(v.dtype)
 
 
-def _fold_into_norm(node, k, inv, const) -> str | None:
+def _fold_into_norm(node, k, inv, const, base_dir) -> str | None:
     axis = int(node.attrs.get("axis", -1))
     if axis not in (-1, len(node.inputs[0].shape or []) - 1) or len(node.inputs) < 2:
         return None
-    new = [_scaled_vector(t, k, inv) for t in node.inputs[1:3]]
+    new = [_scaled_vector(t, k, inv, base_dir) for t in node.inputs[1:3]]
     if any(v is None for v in new):
         return None
     for i, v in enumerate(new, start=1):
@@ -65,9 +66,9 @@ def _fold_into_norm(node, k, inv, const) -> str | None:
     return f"{node.op} '{node.name}' (scale{' and bias' if len(new) > 1 else ''})"
 
 
-def _fold_into_mul(node, k, inv, const) -> str | None:
+def _fold_into_mul(node, k, inv, const, base_dir) -> str | None:
     """``node`` multiplies by a constant of K values (and by one other, computed, input)."""
-    scaled = [(i, _scaled_vector(t, k, inv)) for i, t in enumerate(node.inputs)]
+    scaled = [(i, _scaled_vector(t, k, inv, base_dir)) for i, t in enumerate(node.inputs)]
     found = [(i, v) for i, v in scaled if v is not None]
     if len(node.inputs) != 2 or len(found) != 1:
         return None
@@ -76,7 +77,7 @@ def _fold_into_mul(node, k, inv, const) -> str | None:
     return f"Mul '{node.name}' (constant)"
 
 
-def _fold_into_linear(node, k, inv, const) -> str | None:
+def _fold_into_linear(node, k, inv, const, base_dir) -> str | None:
     """``node`` is the MatMul producing X, or the Add of a MatMul + bias."""
     import onnx_graphsurgeon as gs
 
@@ -88,13 +89,13 @@ def _fold_into_linear(node, k, inv, const) -> str | None:
         add, node = node, mms[0]
     if node.op != "MatMul" or not isinstance(node.inputs[1], gs.Constant):
         return None
-    w = _constant_values(node.inputs[1])
+    w = _constant_values(node.inputs[1], base_dir)
     if w.ndim != 2 or w.shape[1] != k or w.dtype.kind != "f":
         return None
     bias_at = None
     if add is not None:
         bias_at = next(i for i, t in enumerate(add.inputs) if t is not node.outputs[0])
-        bias = _scaled_vector(add.inputs[bias_at], k, inv)
+        bias = _scaled_vector(add.inputs[bias_at], k, inv, base_dir)
         if bias is None:
             return None
         add.inputs[bias_at] = const(f"{add.inputs[bias_at].name}_awq", bias)
@@ -106,9 +107,10 @@ def _single_use(t, graph) -> bool:
     return len(t.outputs) == 1 and t not in graph.outputs
 
 
-def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype) -> Fold:
+def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype, base_dir: str | None = None) -> Fold:
     """Divide activation ``x`` (gs.Variable of numpy ``dtype``) of the linear ``nodes`` by ``scales`` [K] (see the
-    module docstring). The nodes' weights must already be multiplied by ``scales``. ``names``: a NameScope."""
+    module docstring). The nodes' weights must already be multiplied by ``scales``. ``names``: a NameScope;
+    ``base_dir``: the model's folder, where constants stored as external data are read."""
     import onnx_graphsurgeon as gs
 
     k = scales.size
@@ -125,11 +127,11 @@ def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype) ->
         if producer.op == "Cast" and _single_use(producer.inputs[0], graph):  # an fp32 norm inside an fp16 graph
             producer = producer.inputs[0].inputs[0] if len(producer.inputs[0].inputs) == 1 else producer
         if producer.op in NORMS:
-            where = _fold_into_norm(producer, k, inv, const)
+            where = _fold_into_norm(producer, k, inv, const, base_dir)
         elif producer.op == "Mul":
-            where = _fold_into_mul(producer, k, inv, const)
+            where = _fold_into_mul(producer, k, inv, const, base_dir)
         elif producer.op in ("MatMul", "Add"):
-            where = _fold_into_linear(producer, k, inv, const)
+            where = _fold_into_linear(producer, k, inv, const, base_dir)
     if where is None:
         scaled = gs.Variable(names(f"{x.name}_awq"), dtype=dtype, shape=x.shape)
         mul = names(f"{x.name}_awq_mul")

@@ -167,7 +167,8 @@ class Calibration:
             return
         for m, w in zip(ms, weights):
             _set_weight(m, w * found.scales[:, None], names)
-        fold = fold_input_scale(graph, ms[0].x, [m.node for m in ms], found.scales, names, ms[0].dtype)
+        fold = fold_input_scale(graph, ms[0].x, [m.node for m in ms], found.scales, names, ms[0].dtype,
+                                config.external_data_dir)
         self.aliases[ms[0].node.inputs[0].name] = x_name
         self.folds.append((fold, found.alpha))
 

@@ -143,3 +143,30 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
     _fails(capsys, base + ["--method", "awq", "--calib-script", str(crash)], "no data here", tmp_path)
     _fails(capsys, base + ["--method", "awq", "--calib-script", str(script) + ":missing"], "no function missing()",
            tmp_path)
+
+
+def test_awq_on_a_model_with_external_data(block, tmp_path, monkeypatch, capsys):
+    """AWQ reads the constants it folds 1/s into (the norm's gamma and beta, the producer's weight) from the model's
+    folder, not from the working directory: the result equals the one of the same model stored in one file, even
+    with a decoy data file of the same name in the working directory."""
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    ext = folder / "block.onnx"
+    onnx.save(onnx.load(block), ext, save_as_external_data=True, location="block.onnx.data", size_threshold=0)
+    (folder / "calib.npz").write_bytes(block.with_name("calib.npz").read_bytes())
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    (cwd / "block.onnx.data").write_bytes(np.ones(1 << 16, np.float32).tobytes())
+    monkeypatch.chdir(cwd)
+    opts = ["--method", "awq", "--format", "qdq", "--bits", "4", "--group-size", "32"]
+    inline = _quantize(block, tmp_path / "inline.onnx", *opts)
+    external = _quantize(ext, folder / "q.onnx", *opts)
+    assert [n for n in external["notes"] if n.startswith("awq")] == [n for n in inline["notes"]
+                                                                     if n.startswith("awq")]
+    for a, b in zip(_dq_constants(onnx.load(tmp_path / "inline.onnx")), _dq_constants(onnx.load(folder / "q.onnx"))):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    x = calib_models.samples(np.random.default_rng(1), 1, seq=8)[0]
+    for a, b in zip(ort_run(onnx.load(tmp_path / "inline.onnx"), {"x": x}), ort_run(onnx.load(folder / "q.onnx"),
+                                                                                    {"x": x})):
+        np.testing.assert_array_equal(a, b)
