@@ -1,14 +1,15 @@
 """Graph edit of AWQ: the linears reading activation X get ``diag(s) W`` and X is divided by ``s`` where it is made.
 
-Where ``1/s`` goes, first that applies (only when X feeds nothing but the scaled linears and is no graph output,
-so that no other reader of X sees the change):
+Where ``1/s`` goes, first that applies (only when X feeds nothing but the scaled linears and is no output of the
+graph or of a body, so that no other reader of X sees the change):
   * X from ``LayerNormalization`` / ``SimplifiedLayerNormalization`` (last axis) with constant scale (and bias):
     both divided by s;
   * X from a ``Mul`` by a constant of K values (an RMSNorm's weight): that constant divided by s;
-  * X from a linear ``MatMul`` (+ ``Add`` of a constant bias) with a constant [K_prev, K] weight: its weight's
-    columns (and the bias) divided by s;
+  * X from a linear ``MatMul`` (+ ``Add`` of a constant bias) with a constant [K_prev, K] weight that no other
+    node reads: its weight's columns (and the bias) divided by s;
   * the same behind a ``Cast`` read by nothing else (a float32 norm inside an fp16 graph);
-  * otherwise a new ``Mul(X, 1/s)`` feeds the scaled linears (X's other readers keep X).
+  * otherwise a new ``Mul(X, 1/s)``, in the graph where X is made (the main graph or an If / Loop / Scan body),
+    feeds the scaled linears (X's other readers keep X).
 New constants are created (a constant may be shared by other nodes); the graph dtype is kept.
 """
 
@@ -87,8 +88,8 @@ def _fold_into_linear(node, k, inv, const, base_dir) -> str | None:
         if len(mms) != 1 or len(mms[0].outputs[0].outputs) != 1:
             return None
         add, node = node, mms[0]
-    if node.op != "MatMul" or not isinstance(node.inputs[1], gs.Constant):
-        return None
+    if node.op != "MatMul" or not isinstance(node.inputs[1], gs.Constant) or len(node.inputs[1].outputs) > 1:
+        return None  # a weight that other nodes read too stays one weight
     w = _constant_values(node.inputs[1], base_dir)
     if w.ndim != 2 or w.shape[1] != k or w.dtype.kind != "f":
         return None
@@ -103,8 +104,17 @@ def _fold_into_linear(node, k, inv, const, base_dir) -> str | None:
     return f"MatMul '{node.name}' (weight columns{' and bias' if add is not None else ''})"
 
 
-def _single_use(t, graph) -> bool:
-    return len(t.outputs) == 1 and t not in graph.outputs
+def _single_use(t, outputs: set[int]) -> bool:
+    return len(t.outputs) == 1 and id(t) not in outputs
+
+
+def _owner(graphs: list, x):
+    """The graph of ``graphs`` where ``x`` is made: its producer's, or the one it is an input of (a Loop body's
+    iteration value); where a Mul reading it can go so that every reader, in that graph or in its bodies, sees it."""
+    for g in graphs:
+        if any(n is p for p in x.inputs for n in g.nodes) or any(t is x for t in g.inputs):
+            return g
+    return graphs[0]
 
 
 def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype, base_dir: str | None = None) -> Fold:
@@ -119,12 +129,14 @@ def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype, ba
     def const(base: str, values: np.ndarray):
         return gs.Constant(names(base), np.ascontiguousarray(values))
 
+    graphs = [graph, *graph.subgraphs(recursive=True)]
+    outputs = {id(t) for g in graphs for t in g.outputs}
     node_ids = {id(n) for n in nodes}
-    only_ours = all(id(c) in node_ids for c in x.outputs) and x not in graph.outputs
+    only_ours = all(id(c) in node_ids for c in x.outputs) and id(x) not in outputs
     where = None
     if only_ours and len(x.inputs) == 1:
         producer = x.inputs[0]
-        if producer.op == "Cast" and _single_use(producer.inputs[0], graph):  # an fp32 norm inside an fp16 graph
+        if producer.op == "Cast" and _single_use(producer.inputs[0], outputs):  # an fp32 norm inside an fp16 graph
             producer = producer.inputs[0].inputs[0] if len(producer.inputs[0].inputs) == 1 else producer
         if producer.op in NORMS:
             where = _fold_into_norm(producer, k, inv, const, base_dir)
@@ -135,7 +147,7 @@ def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype, ba
     if where is None:
         scaled = gs.Variable(names(f"{x.name}_awq"), dtype=dtype, shape=x.shape)
         mul = names(f"{x.name}_awq_mul")
-        graph.layer(op="Mul", name=mul, inputs=[x, const(f"{x.name}_awq_inv_scale", inv.astype(dtype))],
+        _owner(graphs, x).layer(op="Mul", name=mul, inputs=[x, const(f"{x.name}_awq_inv_scale", inv.astype(dtype))],
                     outputs=[scaled])
         for n in nodes:
             n.inputs[0] = scaled

@@ -35,6 +35,23 @@ class TensorStats:
     def rows(self) -> np.ndarray | None:
         return None if self._rows is None else self._rows[: min(self.n_rows, self.max_rows)]
 
+    @classmethod
+    def combine(cls, parts: list["TensorStats"]) -> "TensorStats":
+        """The statistics of the rows of all ``parts`` together (same K): sums added, row samples concatenated (each
+        part's own sample; the one part itself when there is only one)."""
+        if len(parts) == 1:
+            return parts[0]
+        grams = [p.gram for p in parts if p.gram is not None]
+        rows = [p.rows for p in parts if p.rows is not None]
+        out = cls(parts[0].k, gram=False)
+        out.n_rows = sum(p.n_rows for p in parts)
+        out._abs_sum = sum(p._abs_sum for p in parts)
+        out.gram = sum(grams) if len(grams) == len(parts) else None
+        if rows:
+            out._rows = np.concatenate(rows)
+            out.max_rows = out._rows.shape[0]
+        return out
+
     def update(self, x: np.ndarray) -> None:
         x = np.asarray(x)
         if x.shape[-1] != self.k:

@@ -170,3 +170,55 @@ def test_awq_on_a_model_with_external_data(block, tmp_path, monkeypatch, capsys)
     for a, b in zip(ort_run(onnx.load(tmp_path / "inline.onnx"), {"x": x}), ort_run(onnx.load(folder / "q.onnx"),
                                                                                     {"x": x})):
         np.testing.assert_array_equal(a, b)
+
+
+def _all_nodes(graph):
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+                yield from _all_nodes(g)
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq"])
+def test_calibrated_merged_decoder(rng, tmp_path, capsys, method):
+    """Linears inside If branches are calibrated (their inputs are gathered through the If), a weight both branches
+    read stays one quantized weight, and on held-out inputs of either branch the error is no worse than RTN's."""
+    import subgraph_models
+
+    path = tmp_path / "merged.onnx"
+    onnx.save(subgraph_models.merged_decoder(rng), path)
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((8, 1, 16, 128)).astype(np.float32),
+             use_cache_branch=np.arange(8) % 2 == 0)
+    outs = {}
+    for m in ("rtn", method):
+        outs[m] = tmp_path / f"{m}.onnx"
+        extra = ["--calib-data", str(tmp_path / "calib.npz")] if m != "rtn" else []
+        assert main(["quantize", str(path), "-o", str(outs[m]), "-q", "--method", m, "--format", "qdq", "--bits",
+                     "4", "--group-size", "32", *extra]) == 0
+    dq = {m: sum(n.op_type == "DequantizeLinear" for n in _all_nodes(onnx.load(p).graph)) for m, p in outs.items()}
+    assert dq[method] == dq["rtn"] == 5, dq  # 7 linears, 2 weights read by both branches
+    gaps = {m: [] for m in outs}
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 16, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        ref = ort_run(onnx.load(path), feed)[0]
+        for m, p in outs.items():
+            gaps[m].append(1 - _cosine(ref, ort_run(onnx.load(p), feed)[0]))
+    print(gaps)
+    assert np.mean(gaps[method]) <= 1.1 * np.mean(gaps["rtn"]), gaps
+
+
+def test_calibration_of_a_branch_no_sample_takes(rng, tmp_path, capsys):
+    """Every sample takes the same branch: the other branch's linears whose weight is not shared have no rows and
+    are quantized as RTN, which the report says."""
+    import subgraph_models
+
+    path = tmp_path / "merged.onnx"
+    onnx.save(subgraph_models.merged_decoder(rng), path)
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((3, 1, 8, 128)).astype(np.float32),
+             use_cache_branch=np.ones(3, bool))
+    for method in ("awq", "gptq"):
+        report = _quantize(path, tmp_path / f"{method}.onnx", "--method", method, "--bits", "4", "--group-size", "32")
+        assert len(report["rewritten"]) == 7, report
+        assert "calibration: no sample reaches else_h2f; the linears reading it are quantized with rtn" \
+            in report["notes"], report["notes"]
