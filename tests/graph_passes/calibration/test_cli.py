@@ -133,7 +133,7 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
            "rank": {"x": np.ones((2, 4, 128), np.float32)},
            "empty": {"x": np.ones((0, 1, 4, 128), np.float32)}}
     expect = {"names": "no array for input x", "dtype": "int64 data for a float32 input",
-              "rank": "does not match the model's", "empty": "no samples"}
+              "rank": "has the model's rank 3, but the first axis counts the samples", "empty": "no samples"}
     for case, arrays in bad.items():
         path = tmp_path / f"bad_{case}.npz"
         np.savez(path, **arrays)
