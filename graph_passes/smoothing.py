@@ -4,7 +4,8 @@ For each activation tensor ``X`` read by linear layers (``MatMul`` / ``MatMul+Ad
 ``a_j = max |X[..., j]|`` over the calibration samples and ``w_j = max |W[j, :]|`` over every such layer reading
 ``X``:
 
-    s_j = a_j^alpha / w_j^(1 - alpha)          (s_j = 1 where a_j or w_j is 0; clamped to [1e-5, 1e5])
+    s_j = a_j^alpha / w_j^(1 - alpha)          (s_j = 1 where a_j or w_j is 0; clamped to [1e-5, 1e5], in an
+                                               fp16 graph to [2^-14, 2^14])
     X' = X * (1 / s)   (one Mul per tensor)     W' = diag(s) @ W   (each layer's own constant)
 
 so ``X' @ W' = X @ W`` in exact arithmetic and the per-token INT8 activations see channels of more even range
@@ -63,13 +64,15 @@ def activation_absmax(model, names: list[str], feeds: list[dict], base_dir: str 
     return result
 
 
-def smoothing_scales(a_max: np.ndarray, w_max: np.ndarray, alpha: float) -> np.ndarray:
-    """``s = a^alpha / w^(1 - alpha)`` per channel, 1 where either is 0, clamped to [S_MIN, S_MAX] (float64)."""
+def smoothing_scales(a_max: np.ndarray, w_max: np.ndarray, alpha: float, dtype=np.float32) -> np.ndarray:
+    """``s = a^alpha / w^(1 - alpha)`` per channel, 1 where either is 0, clamped to [S_MIN, S_MAX] (float64); for an
+    fp16 graph (``dtype``) to [1 / 16384, 16384] too, so that s and 1 / s are normal fp16 numbers."""
     a, w = np.asarray(a_max, np.float64), np.asarray(w_max, np.float64)
     ok = (a > 0) & (w > 0)
     s = np.ones_like(a)
     s[ok] = a[ok] ** alpha / w[ok] ** (1.0 - alpha)
-    return np.clip(s, S_MIN, S_MAX)
+    bound = min(S_MAX, 1.0 / float(np.finfo(np.float16).tiny)) if np.dtype(dtype) == np.float16 else S_MAX
+    return np.clip(s, max(S_MIN, 1.0 / bound), bound)
 
 
 def smooth_model(model, config, feeds: list[dict], alpha: float):
@@ -99,9 +102,9 @@ def smooth_model(model, config, feeds: list[dict], alpha: float):
     for name, ms in groups.items():
         weights = [m.load_weight(config.external_data_dir) for m in ms]
         w_max = np.max([np.abs(w).max(axis=1) for w in weights], axis=0)
-        s = smoothing_scales(a_max[name], w_max, alpha)
         x = ms[0].x
         dtype = ms[0].dtype
+        s = smoothing_scales(a_max[name], w_max, alpha, dtype)
         inv = gs.Constant(names(f"{name}_smooth_inv_scale"), (1.0 / s).astype(dtype))
         x_smooth = gs.Variable(names(f"{name}_smoothed"), dtype=dtype, shape=x.shape)
         graph.nodes.append(gs.Node("Mul", name=names(f"{name}_smooth"), inputs=[x, inv], outputs=[x_smooth]))

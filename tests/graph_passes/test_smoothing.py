@@ -44,6 +44,30 @@ def test_scales_formula_and_guards():
     assert smoothing_scales(np.array([1e30]), np.array([1e-30]), 1.0)[0] == 1e5
 
 
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_smoothing_an_fp16_model_keeps_its_scales_in_fp16(rng, alpha):
+    """An fp16 graph whose input has near-dead channels (max |x| ~ 1e-6) and others with large values: with alpha 1,
+    s = max |x| alone would put 1 / s beyond fp16's range (inf, and NaN outputs); s and 1 / s stay normal fp16
+    numbers and the smoothed graph computes what the original does, to fp16 rounding."""
+    model = models.mlp(rng, dtype=np.float16, k=128, hidden=256)
+    gain = np.ones(128)
+    gain[:4], gain[4:8] = 1e-6, 300.0
+
+    def x():
+        return (rng.standard_normal((1, 16, 128)) * gain).astype(np.float16)
+
+    config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=alpha)
+    smoothed, _ = smooth_model(model, config, [{"x": x()} for _ in range(4)], alpha)
+    inits = {t.name: numpy_helper.to_array(t) for t in smoothed.graph.initializer}
+    scales = [v for name, v in inits.items() if "smooth_inv_scale" in name]
+    assert scales and all(np.isfinite(v).all() and (np.abs(v) >= np.finfo(np.float16).tiny).all() for v in scales)
+    xs = x()
+    y0 = models.ort_run(model, {"x": xs})[0].astype(np.float64)
+    y1 = models.ort_run(smoothed, {"x": xs})[0].astype(np.float64)
+    assert np.isfinite(y1).all()
+    assert np.linalg.norm(y1 - y0) < 3e-3 * np.linalg.norm(y0)
+
+
 def test_smoothing_keeps_the_float_function(rng):
     model = _outlier_mlp(rng)
     config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=0.5)
