@@ -54,10 +54,15 @@ def activation_absmax(model, names: list[str], feeds: list[dict], base_dir: str 
     try:
         sess = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
         result: dict[str, np.ndarray] = {}
-        for feed in feeds:
+        for i, feed in enumerate(feeds):
             for name, value in zip(names, sess.run(names, feed)):
                 v = np.abs(np.asarray(value, np.float64)).reshape(-1, value.shape[-1]).max(axis=0)
+                if not np.isfinite(v).all():
+                    raise UserError(f"calibration sample {i}: input '{name}' of a linear: activation contains "
+                                    f"NaN/Inf")
                 result[name] = v if name not in result else np.maximum(result[name], v)
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 - ORT raises its own types for a model or feed it cannot run
         raise UserError(f"calibration: ONNX Runtime could not run the model on the calibration data: "
                         f"{str(exc).splitlines()[0]}") from None

@@ -112,3 +112,19 @@ def test_smoothing_refusals(rng, tmp_path, capsys, argv, msg):
     assert main(["quantize", str(src), *argv]) == 2
     assert msg in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_smoothing_refuses_non_finite_calibration_activations(rng, tmp_path, capsys, bad):
+    """NaN / Inf reaching a smoothed activation would give that channel s = 1 (NaN) or the clamp bound (Inf)
+    without a word: refused in one line, naming the sample and the tensor, as the calibrated methods do."""
+    src = tmp_path / "m.onnx"
+    onnx.save(_outlier_mlp(rng), src)
+    x = rng.standard_normal((3, 2, 16, 256)).astype(np.float32)
+    x[1, 0, 3, 5] = bad
+    np.savez(tmp_path / "c.npz", x=x)
+    assert main(["quantize", str(src), "-o", str(tmp_path / "q.onnx"), "--bits", "8", "--act-mode", "w8a8",
+                 "--smooth-alpha", "0.5", "--calib-data", str(tmp_path / "c.npz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "calibration sample 1: input '" in err[0] and "NaN/Inf" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.npz", "m.onnx"]
