@@ -117,6 +117,21 @@ def _owner(graphs: list, x):
     return graphs[0]
 
 
+def multiply_input(graph, x, nodes: list, inv: np.ndarray, names, dtype, tag: str) -> str:
+    """A new ``Mul(x, inv)`` (``inv`` [K] float64, stored as ``dtype``) in the graph of ``graph`` or its bodies where
+    ``x`` is made, read by ``nodes`` instead of ``x``; its name (``<x>_<tag>_mul``)."""
+    import onnx_graphsurgeon as gs
+
+    scaled = gs.Variable(names(f"{x.name}_{tag}"), dtype=dtype, shape=x.shape)
+    mul = names(f"{x.name}_{tag}_mul")
+    const = gs.Constant(names(f"{x.name}_{tag}_inv_scale"), np.ascontiguousarray(inv.astype(dtype)))
+    _owner([graph, *graph.subgraphs(recursive=True)], x).layer(op="Mul", name=mul, inputs=[x, const],
+                                                               outputs=[scaled])
+    for n in nodes:
+        n.inputs[0] = scaled
+    return mul
+
+
 def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype, base_dir: str | None = None) -> Fold:
     """Divide activation ``x`` (gs.Variable of numpy ``dtype``) of the linear ``nodes`` by ``scales`` [K] (see the
     module docstring). The nodes' weights must already be multiplied by ``scales``. ``names``: a NameScope;
@@ -145,11 +160,5 @@ def fold_input_scale(graph, x, nodes: list, scales: np.ndarray, names, dtype, ba
         elif producer.op in ("MatMul", "Add"):
             where = _fold_into_linear(producer, k, inv, const, base_dir)
     if where is None:
-        scaled = gs.Variable(names(f"{x.name}_awq"), dtype=dtype, shape=x.shape)
-        mul = names(f"{x.name}_awq_mul")
-        _owner(graphs, x).layer(op="Mul", name=mul, inputs=[x, const(f"{x.name}_awq_inv_scale", inv.astype(dtype))],
-                    outputs=[scaled])
-        for n in nodes:
-            n.inputs[0] = scaled
-        where = f"a new Mul '{mul}'"
+        where = f"a new Mul '{multiply_input(graph, x, nodes, inv, names, dtype, 'awq')}'"
     return Fold(tensor=x.name, nodes=[n.name for n in nodes], where=where)

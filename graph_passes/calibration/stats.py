@@ -1,7 +1,7 @@
 """Streaming statistics of one activation tensor (the input of one or several linears), fed batch by batch.
 
 Kept per tensor, never the activations themselves:
-  * ``abs_mean`` [K]: mean |x| per input channel (AWQ's activation scale);
+  * ``abs_mean`` [K]: mean |x| per input channel (AWQ's activation scale), ``abs_max`` [K]: max |x| (SmoothQuant's);
   * ``gram`` [K, K] float64: ``H = sum x^T x`` over every row (GPTQ's Hessian, AWQ's output-error clip search);
   * ``rows`` [<= max_rows, K] float32: a uniform random subsample of the rows (reservoir sampling, seeded), for
     AWQ's search of the scaling exponent on the layer's output error.
@@ -18,6 +18,7 @@ class TensorStats:
         self.k = k
         self.n_rows = 0
         self._abs_sum = np.zeros(k, np.float64)
+        self.abs_max = np.zeros(k, np.float64)
         self.gram = np.zeros((k, k), np.float64) if gram else None
         self.max_rows = max_rows
         self._rows = np.empty((max_rows, k), np.float32) if max_rows else None
@@ -46,6 +47,7 @@ class TensorStats:
         out = cls(parts[0].k, gram=False)
         out.n_rows = sum(p.n_rows for p in parts)
         out._abs_sum = sum(p._abs_sum for p in parts)
+        out.abs_max = np.max([p.abs_max for p in parts], axis=0)
         out.gram = sum(grams) if len(grams) == len(parts) else None
         if rows:
             out._rows = np.concatenate(rows)
@@ -60,6 +62,8 @@ class TensorStats:
         if not np.isfinite(x).all():
             raise ValueError("activation contains NaN/Inf")
         self._abs_sum += np.abs(x).sum(axis=0, dtype=np.float64)
+        if x.shape[0]:
+            np.maximum(self.abs_max, np.abs(x).max(axis=0), out=self.abs_max)
         if self.gram is not None:
             x64 = x.astype(np.float64)
             self.gram += x64.T @ x64

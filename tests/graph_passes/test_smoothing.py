@@ -12,6 +12,7 @@ import woq_models as models
 from graph_passes import QuantConfig
 from graph_passes.__main__ import main
 from graph_passes.compare import plugin_to_qdq
+from graph_passes.passes.scopes import all_graphs
 from graph_passes.smoothing import smooth_model, smoothing_scales
 
 
@@ -66,6 +67,28 @@ def test_smoothing_an_fp16_model_keeps_its_scales_in_fp16(rng, alpha):
     y1 = models.ort_run(smoothed, {"x": xs})[0].astype(np.float64)
     assert np.isfinite(y1).all()
     assert np.linalg.norm(y1 - y0) < 3e-3 * np.linalg.norm(y0)
+
+
+def test_smoothing_inside_if_branches_and_of_shared_weights(rng):
+    """The merged decoder: the linears of both If branches are smoothed too (their activations' ranges gathered
+    through the If, a Mul in the branch that makes each), a weight both branches read gets one scale and stays one
+    constant, and both branches compute what they did."""
+    import subgraph_models
+
+    model = subgraph_models.merged_decoder(rng)
+    feeds = [{"x": rng.standard_normal((1, 8, 128)).astype(np.float32), "use_cache_branch": np.array(i % 2 == 0)}
+             for i in range(4)]
+    config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=0.5)
+    smoothed, res = smooth_model(model, config, feeds, 0.5)
+    onnx.checker.check_model(smoothed, full_check=True)
+    assert (res.smoothed, res.skipped) == (6, 1), res  # the else branch's Gemm is left as it is
+    nodes = {n.name: n for g in all_graphs(smoothed.graph) for n in g.node}
+    assert nodes["then_fc1"].input[1] == nodes["else_fc1"].input[1] != "w1"
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 5, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        y0 = models.ort_run(model, feed)[0].astype(np.float64)
+        y1 = models.ort_run(smoothed, feed)[0].astype(np.float64)
+        assert np.linalg.norm(y1 - y0) < 1e-5 * np.linalg.norm(y0)
 
 
 def test_smoothing_keeps_the_float_function(rng):
