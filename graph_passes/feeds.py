@@ -94,8 +94,8 @@ def _check_names(source: str, names, specs: list[InputSpec]) -> None:
         raise UserError(f"{source}: no array for input {missing[0]}; the model's inputs are "
                         f"{', '.join(wanted)}")
     if extra:
-        raise UserError(f"{source}: {extra[0]} is not an input of the model; its inputs are "
-                        f"{', '.join(wanted)}")
+        raise UserError(f"{source}: {extra[0]} is not a data input of the model (a graph input without an "
+                        f"initializer); its data inputs are {', '.join(wanted)}")
 
 
 def _check_limit(limit: int | None) -> None:
@@ -151,12 +151,21 @@ def load_npz_feeds(path: str, specs: list[InputSpec], limit: int | None = None) 
         for s in specs:
             try:
                 arr = npz[s.name]
-            except Exception as exc:  # noqa: BLE001 - a truncated member, an object array
+            except ValueError as exc:
+                if "allow_pickle" not in str(exc):
+                    raise UserError(f"{path}: input {s.name}: cannot read the array (ValueError: {exc})") from None
+                raise UserError(f"{path}: input {s.name}: an array of Python objects (samples of different shapes?); "
+                                f"an .npz holds samples of one shape per input: give the others from a data script "
+                                f"(FILE.py)") from None
+            except Exception as exc:  # noqa: BLE001 - a truncated member
                 raise UserError(f"{path}: input {s.name}: cannot read the array ({type(exc).__name__}: {exc})") \
                     from None
             if arr.ndim == 0 or arr.shape[0] == 0:
                 raise UserError(f"{path}: input {s.name}: no samples (shape {list(arr.shape)}); the first axis "
                                 f"counts the samples")
+            if arr.ndim == len(s.shape):
+                raise UserError(f"{path}: input {s.name}: shape {list(arr.shape)} has the model's rank {arr.ndim}, but "
+                                f"the first axis counts the samples: save {s.name}[None] for one sample")
             arrays[s.name] = arr
     counts = {n: a.shape[0] for n, a in arrays.items()}
     if len(set(counts.values())) > 1:
@@ -219,6 +228,11 @@ def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = Non
     try:
         with _folder_on_path(path):  # a generator may import its helpers late
             items = func()
+            if hasattr(items, "keys"):
+                raise UserError(f"{source}: returned one dict: return a list of feed dicts ([feed] for one sample) "
+                                f"or yield each")
+            if not hasattr(items, "__iter__"):
+                raise UserError(f"{source}: returned {type(items).__name__}, not an iterable of feed dicts")
             iterator = iter(items)
             for i, feed in enumerate(itertools.islice(iterator, limit)):
                 where = f"{source} (sample {i})"

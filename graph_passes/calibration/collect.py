@@ -1,5 +1,6 @@
-"""Calibration statistics with ONNX Runtime: each quantizable linear's input becomes an extra graph output, the model
-runs on every calibration sample, and each sample's activations update :class:`TensorStats` and are dropped.
+"""Calibration statistics with ONNX Runtime: each quantizable linear's input becomes an extra graph output (passed up
+through its If / Loop / Scan nodes when it lies in a body), the model runs on every calibration sample, and each
+sample's activations update :class:`TensorStats` and are dropped.
 
 Memory: the statistics of all tensors may not fit (a Gram matrix is 8 K^2 bytes), so :func:`plan_passes` splits the
 tensors into passes whose statistics fit a budget (a tensor larger than the budget gets a pass of its own), and the
@@ -55,23 +56,103 @@ def _providers():
     return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
 
 
-def _session(model, outputs: list[str], base_dir: str | None):
+def _defined(graph) -> set[str]:
+    return {o for n in graph.node for o in n.output} | {i.name for i in graph.input} | \
+        {t.name for t in graph.initializer}
+
+
+def _subgraphs(node):
+    """(attribute name, GraphProto) of ``node``'s subgraphs."""
+    for a in node.attribute:
+        for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+            yield a.name, g
+
+
+def _scope_path(graph, name: str) -> list | None:
+    """[(node, attribute, body), ...] from ``graph`` down to the body that defines ``name`` ([] when ``graph``
+    does), or None."""
+    if name in _defined(graph):
+        return []
+    for node in graph.node:
+        for attr, body in _subgraphs(node):
+            path = _scope_path(body, name)
+            if path is not None:
+                return [(node, attr, body), *path]
+    return None
+
+
+def _expose(model, tensors: dict[str, int], dtypes: dict) -> dict[str, str]:
+    """Makes every tensor of ``tensors`` ({name: channels K}) an output of ``model``'s main graph (ModelProto,
+    changed in place): {name: output name}. A tensor defined inside an If branch, a Loop or a Scan body leaves it
+    as a new output of the body (for a Loop / Scan a scan output: the values of every iteration, stacked) and of
+    the node, up to the main graph; the other branch of an If gives an empty [0, K] tensor of ``dtypes[name]``
+    (numpy dtype, default float32). A tensor behind any other node with a body is left out."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from graph_passes.passes.scopes import all_graphs
+
+    taken = {o for g in all_graphs(model.graph) for o in _defined(g)} | {o.name for o in model.graph.output}
+    known = {o.name for o in model.graph.output}
+
+    def fresh(base: str) -> str:
+        name, i = base, 0
+        while name in taken:
+            i += 1
+            name = f"{base}_{i}"
+        taken.add(name)
+        return name
+
+    out = {}
+    for name, k in tensors.items():
+        path = _scope_path(model.graph, name)
+        if path is None:
+            continue
+        dtype = np.dtype(dtypes.get(name, np.float32))
+        elem = helper.np_dtype_to_tensor_dtype(dtype)
+        current = name
+        for node, attr, body in reversed(path):
+            outs = len(body.output) - (node.op_type == "Loop")  # a Loop body's first output is the condition
+            if node.op_type not in ("If", "Loop", "Scan") or len(node.output) > outs:
+                current = None
+                break
+            node.output.extend(fresh(f"{node.name or node.op_type}_unused") for _ in range(outs - len(node.output)))
+            body.output.append(helper.make_tensor_value_info(current, elem, None))
+            if node.op_type == "If":
+                other = next(g for a, g in _subgraphs(node) if a != attr)
+                empty = fresh(f"{current}_empty")
+                value = numpy_helper.from_array(np.zeros((0, k), dtype), empty)
+                other.node.append(helper.make_node("Constant", [], [empty], name=empty, value=value))
+                other.output.append(helper.make_tensor_value_info(empty, elem, None))
+            for a in node.attribute:
+                if node.op_type == "Scan" and a.name in ("scan_output_axes", "scan_output_directions"):
+                    a.ints.append(0)
+            current = fresh(f"{current}_calib")
+            node.output.append(current)
+        if current is None:
+            continue
+        if current not in known:
+            model.graph.output.append(onnx.ValueInfoProto(name=current))
+            known.add(current)
+        out[name] = current
+    return out
+
+
+def _session(model, tensors: dict[str, int], dtypes: dict, base_dir: str | None):
+    """(session, {tensor name: output name}) of ``model`` with ``tensors`` exposed as outputs (:func:`_expose`)."""
     import onnx
     import onnxruntime as ort
 
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    known = {o.name for o in m.graph.output}
-    for name in outputs:
-        if name not in known:
-            m.graph.output.append(onnx.ValueInfoProto(name=name))
+    outputs = _expose(m, tensors, dtypes)
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     opts.log_severity_level = 3
     if base_dir:
         opts.add_session_config_entry("session.model_external_initializers_file_folder_path", base_dir)
     try:
-        return ort.InferenceSession(m.SerializeToString(), opts, providers=_providers())
+        return ort.InferenceSession(m.SerializeToString(), opts, providers=_providers()), outputs
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise UserError(f"ONNX Runtime cannot load the model for calibration: {_first_line(exc)}") from None
 
@@ -85,17 +166,19 @@ def progress_bar(total: int, desc: str, enabled: bool, unit: str = "sample"):
 
 def collect(model, tensors: dict[str, int], feeds: list[dict[str, np.ndarray]], *, base_dir: str | None = None,
             gram: bool = True, max_rows: int = DEFAULT_MAX_ROWS, progress: bool = False, label: str = "calibrating",
-            seeds: dict[str, int] | None = None) -> CalibrationData:
+            seeds: dict[str, int] | None = None, dtypes: dict | None = None) -> CalibrationData:
     """Statistics of ``tensors`` ({name: channels K}) of ``model`` (ModelProto, external data left on disk), in one
-    run over the samples; ``seeds`` (by name, default 0, 1, ...) seed each tensor's row sample."""
-    names = list(tensors)
-    seeds = seeds or {n: i for i, n in enumerate(names)}
-    sess = _session(model, names, base_dir)
-    stats = {n: TensorStats(tensors[n], gram=gram, max_rows=max_rows, seed=seeds[n]) for n in names}
+    run over the samples; ``seeds`` (by name, default 0, 1, ...) seed each tensor's row sample; ``dtypes`` (by name,
+    numpy, default float32): the tensors' dtypes, needed for those inside If branches. A tensor that cannot be
+    reached (behind a node with a body other than If / Loop / Scan) gets no rows."""
+    seeds = seeds or {n: i for i, n in enumerate(tensors)}
+    sess, outputs = _session(model, tensors, dtypes or {}, base_dir)
+    names = list(outputs)
+    stats = {n: TensorStats(k, gram=gram, max_rows=max_rows, seed=seeds[n]) for n, k in tensors.items()}
     with progress_bar(len(feeds), label, progress) as bar:
         for i, feed in enumerate(feeds):
             try:
-                values = sess.run(names, feed)
+                values = sess.run([outputs[n] for n in names], feed)
             except Exception as exc:  # noqa: BLE001
                 raise UserError(f"calibration sample {i}: ONNX Runtime failed: {_first_line(exc)}") from None
             for name, value in zip(names, values):

@@ -1,7 +1,7 @@
 """Streaming statistics of one activation tensor (the input of one or several linears), fed batch by batch.
 
 Kept per tensor, never the activations themselves:
-  * ``abs_mean`` [K]: mean |x| per input channel (AWQ's activation scale);
+  * ``abs_mean`` [K]: mean |x| per input channel (AWQ's activation scale), ``abs_max`` [K]: max |x| (SmoothQuant's);
   * ``gram`` [K, K] float64: ``H = sum x^T x`` over every row (GPTQ's Hessian, AWQ's output-error clip search);
   * ``rows`` [<= max_rows, K] float32: a uniform random subsample of the rows (reservoir sampling, seeded), for
     AWQ's search of the scaling exponent on the layer's output error.
@@ -18,6 +18,7 @@ class TensorStats:
         self.k = k
         self.n_rows = 0
         self._abs_sum = np.zeros(k, np.float64)
+        self.abs_max = np.zeros(k, np.float64)
         self.gram = np.zeros((k, k), np.float64) if gram else None
         self.max_rows = max_rows
         self._rows = np.empty((max_rows, k), np.float32) if max_rows else None
@@ -35,6 +36,24 @@ class TensorStats:
     def rows(self) -> np.ndarray | None:
         return None if self._rows is None else self._rows[: min(self.n_rows, self.max_rows)]
 
+    @classmethod
+    def combine(cls, parts: list["TensorStats"]) -> "TensorStats":
+        """The statistics of the rows of all ``parts`` together (same K): sums added, row samples concatenated (each
+        part's own sample; the one part itself when there is only one)."""
+        if len(parts) == 1:
+            return parts[0]
+        grams = [p.gram for p in parts if p.gram is not None]
+        rows = [p.rows for p in parts if p.rows is not None]
+        out = cls(parts[0].k, gram=False)
+        out.n_rows = sum(p.n_rows for p in parts)
+        out._abs_sum = sum(p._abs_sum for p in parts)
+        out.abs_max = np.max([p.abs_max for p in parts], axis=0)
+        out.gram = sum(grams) if len(grams) == len(parts) else None
+        if rows:
+            out._rows = np.concatenate(rows)
+            out.max_rows = out._rows.shape[0]
+        return out
+
     def update(self, x: np.ndarray) -> None:
         x = np.asarray(x)
         if x.shape[-1] != self.k:
@@ -43,6 +62,8 @@ class TensorStats:
         if not np.isfinite(x).all():
             raise ValueError("activation contains NaN/Inf")
         self._abs_sum += np.abs(x).sum(axis=0, dtype=np.float64)
+        if x.shape[0]:
+            np.maximum(self.abs_max, np.abs(x).max(axis=0), out=self.abs_max)
         if self.gram is not None:
             x64 = x.astype(np.float64)
             self.gram += x64.T @ x64

@@ -48,13 +48,18 @@ def test_npz_samples_keep_the_batch_axis_and_cast_within_kind(tmp_path, rng):
 
 @pytest.mark.parametrize("arrays,match", [
     (dict(x=np.zeros((2, 1, 8))), "no array for input input_ids"),
-    (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((2, 1, 8)), z=np.zeros(2)), "z is not an input"),
+    (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((2, 1, 8)), z=np.zeros(2)), "z is not a data input"),
     (dict(input_ids=np.zeros((2, 1, 3)), x=np.zeros((2, 1, 8))), "float64 data for a int64 input"),
-    (dict(input_ids=np.zeros((2, 3), np.int64), x=np.zeros((2, 1, 8))), r"input input_ids: shape \[3\]"),
+    (dict(input_ids=np.zeros((2, 1, 3, 4), np.int64), x=np.zeros((2, 1, 8))), r"input input_ids: shape \[1, 3, 4\]"),
     (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((2, 1, 5))), r"does not match the model's \['\?', 8\]"),
     (dict(input_ids=np.zeros((0, 1, 3), np.int64), x=np.zeros((0, 1, 8))), "no samples"),
     (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((3, 1, 8))), "different numbers of samples"),
     (dict(input_ids=np.full((1, 1, 3), 2**40, np.int64), x=np.zeros((1, 1, 8))), None),
+    (dict(input_ids=np.zeros((1, 3), np.int64), x=np.zeros((1, 8))),
+     r"input input_ids: shape \[1, 3\] has the model's rank 2, but the first axis counts the samples: save "
+     r"input_ids\[None\]"),
+    (dict(input_ids=np.zeros((2, 1, 3), np.int64), x=np.zeros((2, 1, 8)), w=np.zeros((2, 8, 4))),
+     "w is not a data input of the model"),
 ])
 def test_npz_refusals_name_file_and_input(tmp_path, arrays, match):
     path = _npz(tmp_path, **arrays)
@@ -64,6 +69,17 @@ def test_npz_refusals_name_file_and_input(tmp_path, arrays, match):
     with pytest.raises(UserError, match=match) as err:
         load_npz_feeds(path, SPECS)
     assert str(err.value).startswith(path)
+
+
+def test_npz_samples_of_different_shapes(tmp_path):
+    """Samples of different lengths cannot share one array: numpy stores them as an object array, which the
+    message explains (instead of numpy's allow_pickle advice)."""
+    ragged = np.empty(2, object)
+    ragged[0], ragged[1] = np.zeros((1, 3), np.int64), np.zeros((1, 5), np.int64)
+    path = _npz(tmp_path, input_ids=ragged, x=np.zeros((2, 1, 8)))
+    with pytest.raises(UserError, match="samples of different shapes.*data script") as err:
+        load_npz_feeds(path, SPECS)
+    assert "allow_pickle" not in str(err.value)
 
 
 def test_npz_unreadable_and_missing(tmp_path):
@@ -109,7 +125,10 @@ def test_script_default_and_named_function_read_lazily(tmp_path):
     ("raise RuntimeError('no dataset here')\n", "", "failed to import: RuntimeError: no dataset here"),
     ("import not_a_module_xyz\n", "", "failed to import: ModuleNotFoundError"),
     ("def load_data():\n    raise ValueError('bad\\nsplit')\n", "", "failed: ValueError: bad split"),
-    ("def load_data():\n    return 3\n", "", "failed: TypeError"),
+    ("def load_data():\n    return 3\n", "", "returned int, not an iterable of feed dicts"),
+    ("def load_data():\n    return None\n", "", "returned NoneType, not an iterable of feed dicts"),
+    ("import numpy as np\ndef load_data():\n    return {'input_ids': np.zeros((1, 4), np.int64)}\n",
+     "", r"returned one dict: return a list of feed dicts \(\[feed\] for one sample\) or yield each"),
     ("def load_data():\n    return [[1, 2]]\n", "", r"sample 0\): expected a dict"),
     ("def load_data():\n    return []\n", "", "returned no samples"),
     ("def other():\n    return []\n", ":missing", r"no function missing\(\)"),

@@ -12,6 +12,7 @@ import woq_models as models
 from graph_passes import QuantConfig
 from graph_passes.__main__ import main
 from graph_passes.compare import plugin_to_qdq
+from graph_passes.passes.scopes import all_graphs
 from graph_passes.smoothing import smooth_model, smoothing_scales
 
 
@@ -42,6 +43,52 @@ def test_scales_formula_and_guards():
     s = smoothing_scales(a, w, 0.5)
     assert np.allclose(s, [2.0, 1.0, 1.0, 6.0])
     assert smoothing_scales(np.array([1e30]), np.array([1e-30]), 1.0)[0] == 1e5
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_smoothing_an_fp16_model_keeps_its_scales_in_fp16(rng, alpha):
+    """An fp16 graph whose input has near-dead channels (max |x| ~ 1e-6) and others with large values: with alpha 1,
+    s = max |x| alone would put 1 / s beyond fp16's range (inf, and NaN outputs); s and 1 / s stay normal fp16
+    numbers and the smoothed graph computes what the original does, to fp16 rounding."""
+    model = models.mlp(rng, dtype=np.float16, k=128, hidden=256)
+    gain = np.ones(128)
+    gain[:4], gain[4:8] = 1e-6, 300.0
+
+    def x():
+        return (rng.standard_normal((1, 16, 128)) * gain).astype(np.float16)
+
+    config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=alpha)
+    smoothed, _ = smooth_model(model, config, [{"x": x()} for _ in range(4)], alpha)
+    inits = {t.name: numpy_helper.to_array(t) for t in smoothed.graph.initializer}
+    scales = [v for name, v in inits.items() if "smooth_inv_scale" in name]
+    assert scales and all(np.isfinite(v).all() and (np.abs(v) >= np.finfo(np.float16).tiny).all() for v in scales)
+    xs = x()
+    y0 = models.ort_run(model, {"x": xs})[0].astype(np.float64)
+    y1 = models.ort_run(smoothed, {"x": xs})[0].astype(np.float64)
+    assert np.isfinite(y1).all()
+    assert np.linalg.norm(y1 - y0) < 3e-3 * np.linalg.norm(y0)
+
+
+def test_smoothing_inside_if_branches_and_of_shared_weights(rng):
+    """The merged decoder: the linears of both If branches are smoothed too (their activations' ranges gathered
+    through the If, a Mul in the branch that makes each), a weight both branches read gets one scale and stays one
+    constant, and both branches compute what they did."""
+    import subgraph_models
+
+    model = subgraph_models.merged_decoder(rng)
+    feeds = [{"x": rng.standard_normal((1, 8, 128)).astype(np.float32), "use_cache_branch": np.array(i % 2 == 0)}
+             for i in range(4)]
+    config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=0.5)
+    smoothed, res = smooth_model(model, config, feeds, 0.5)
+    onnx.checker.check_model(smoothed, full_check=True)
+    assert (res.smoothed, res.skipped) == (6, 1), res  # the else branch's Gemm is left as it is
+    nodes = {n.name: n for g in all_graphs(smoothed.graph) for n in g.node}
+    assert nodes["then_fc1"].input[1] == nodes["else_fc1"].input[1] != "w1"
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 5, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        y0 = models.ort_run(model, feed)[0].astype(np.float64)
+        y1 = models.ort_run(smoothed, feed)[0].astype(np.float64)
+        assert np.linalg.norm(y1 - y0) < 1e-5 * np.linalg.norm(y0)
 
 
 def test_smoothing_keeps_the_float_function(rng):
@@ -88,3 +135,19 @@ def test_smoothing_refusals(rng, tmp_path, capsys, argv, msg):
     assert main(["quantize", str(src), *argv]) == 2
     assert msg in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_smoothing_refuses_non_finite_calibration_activations(rng, tmp_path, capsys, bad):
+    """NaN / Inf reaching a smoothed activation would give that channel s = 1 (NaN) or the clamp bound (Inf)
+    without a word: refused in one line, naming the sample and the tensor, as the calibrated methods do."""
+    src = tmp_path / "m.onnx"
+    onnx.save(_outlier_mlp(rng), src)
+    x = rng.standard_normal((3, 2, 16, 256)).astype(np.float32)
+    x[1, 0, 3, 5] = bad
+    np.savez(tmp_path / "c.npz", x=x)
+    assert main(["quantize", str(src), "-o", str(tmp_path / "q.onnx"), "--bits", "8", "--act-mode", "w8a8",
+                 "--smooth-alpha", "0.5", "--calib-data", str(tmp_path / "c.npz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "calibration sample 1: input '" in err[0] and "NaN/Inf" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.npz", "m.onnx"]

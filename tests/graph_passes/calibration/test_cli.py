@@ -133,7 +133,7 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
            "rank": {"x": np.ones((2, 4, 128), np.float32)},
            "empty": {"x": np.ones((0, 1, 4, 128), np.float32)}}
     expect = {"names": "no array for input x", "dtype": "int64 data for a float32 input",
-              "rank": "does not match the model's", "empty": "no samples"}
+              "rank": "has the model's rank 3, but the first axis counts the samples", "empty": "no samples"}
     for case, arrays in bad.items():
         path = tmp_path / f"bad_{case}.npz"
         np.savez(path, **arrays)
@@ -143,3 +143,82 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
     _fails(capsys, base + ["--method", "awq", "--calib-script", str(crash)], "no data here", tmp_path)
     _fails(capsys, base + ["--method", "awq", "--calib-script", str(script) + ":missing"], "no function missing()",
            tmp_path)
+
+
+def test_awq_on_a_model_with_external_data(block, tmp_path, monkeypatch, capsys):
+    """AWQ reads the constants it folds 1/s into (the norm's gamma and beta, the producer's weight) from the model's
+    folder, not from the working directory: the result equals the one of the same model stored in one file, even
+    with a decoy data file of the same name in the working directory."""
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    ext = folder / "block.onnx"
+    onnx.save(onnx.load(block), ext, save_as_external_data=True, location="block.onnx.data", size_threshold=0)
+    (folder / "calib.npz").write_bytes(block.with_name("calib.npz").read_bytes())
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    (cwd / "block.onnx.data").write_bytes(np.ones(1 << 16, np.float32).tobytes())
+    monkeypatch.chdir(cwd)
+    opts = ["--method", "awq", "--format", "qdq", "--bits", "4", "--group-size", "32"]
+    inline = _quantize(block, tmp_path / "inline.onnx", *opts)
+    external = _quantize(ext, folder / "q.onnx", *opts)
+    assert [n for n in external["notes"] if n.startswith("awq")] == [n for n in inline["notes"]
+                                                                     if n.startswith("awq")]
+    for a, b in zip(_dq_constants(onnx.load(tmp_path / "inline.onnx")), _dq_constants(onnx.load(folder / "q.onnx"))):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    x = calib_models.samples(np.random.default_rng(1), 1, seq=8)[0]
+    for a, b in zip(ort_run(onnx.load(tmp_path / "inline.onnx"), {"x": x}), ort_run(onnx.load(folder / "q.onnx"),
+                                                                                    {"x": x})):
+        np.testing.assert_array_equal(a, b)
+
+
+def _all_nodes(graph):
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+                yield from _all_nodes(g)
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq"])
+def test_calibrated_merged_decoder(rng, tmp_path, capsys, method):
+    """Linears inside If branches are calibrated (their inputs are gathered through the If), a weight both branches
+    read stays one quantized weight, and on held-out inputs of either branch the error is no worse than RTN's."""
+    import subgraph_models
+
+    path = tmp_path / "merged.onnx"
+    onnx.save(subgraph_models.merged_decoder(rng), path)
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((8, 1, 16, 128)).astype(np.float32),
+             use_cache_branch=np.arange(8) % 2 == 0)
+    outs = {}
+    for m in ("rtn", method):
+        outs[m] = tmp_path / f"{m}.onnx"
+        extra = ["--calib-data", str(tmp_path / "calib.npz")] if m != "rtn" else []
+        assert main(["quantize", str(path), "-o", str(outs[m]), "-q", "--method", m, "--format", "qdq", "--bits",
+                     "4", "--group-size", "32", *extra]) == 0
+    dq = {m: sum(n.op_type == "DequantizeLinear" for n in _all_nodes(onnx.load(p).graph)) for m, p in outs.items()}
+    assert dq[method] == dq["rtn"] == 5, dq  # 7 linears, 2 weights read by both branches
+    gaps = {m: [] for m in outs}
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 16, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        ref = ort_run(onnx.load(path), feed)[0]
+        for m, p in outs.items():
+            gaps[m].append(1 - _cosine(ref, ort_run(onnx.load(p), feed)[0]))
+    print(gaps)
+    assert np.mean(gaps[method]) <= 1.1 * np.mean(gaps["rtn"]), gaps
+
+
+def test_calibration_of_a_branch_no_sample_takes(rng, tmp_path, capsys):
+    """Every sample takes the same branch: the other branch's linears whose weight is not shared have no rows and
+    are quantized as RTN, which the report says."""
+    import subgraph_models
+
+    path = tmp_path / "merged.onnx"
+    onnx.save(subgraph_models.merged_decoder(rng), path)
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((3, 1, 8, 128)).astype(np.float32),
+             use_cache_branch=np.ones(3, bool))
+    for method in ("awq", "gptq"):
+        report = _quantize(path, tmp_path / f"{method}.onnx", "--method", method, "--bits", "4", "--group-size", "32")
+        assert len(report["rewritten"]) == 7, report
+        assert "calibration: no sample reaches else_h2f; the linears reading it are quantized with rtn" \
+            in report["notes"], report["notes"]

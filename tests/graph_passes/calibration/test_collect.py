@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import calib_models
+import subgraph_models
 from graph_passes.calibration.collect import collect, plan_passes
 from graph_passes.calibration.methods import calibrate
 from graph_passes.calibration.stats import TensorStats
@@ -45,6 +46,57 @@ def test_collect_matches_numpy_and_does_not_depend_on_the_grouping(rng):
         np.testing.assert_array_equal(one.stats[name].rows, data.stats[name].rows)
 
 
+def _bodies(rng, k: int = 64):
+    """x [B, S, K], flag -> If(flag: then t = 2x, t @ wa | else e = x + 1, e @ wb) -> h; then a Loop of 3 iterations
+    carrying c = h: c <- tanh(c @ wl) (c is the body's input, read by the MatMul). Outputs the loop's final c."""
+    vi = helper.make_tensor_value_info
+    mk = helper.make_node
+    wa, wb, wl = ((rng.standard_normal((k, k)) / np.sqrt(k)).astype(np.float32) for _ in range(3))
+    branch = {b: helper.make_graph([mk(op, ["x", f"{b}_c"], [f"{b}_t"], name=f"{b}_pre"),
+                                     mk("MatMul", [f"{b}_t", f"{b}_w"], [f"{b}_y"], name=f"{b}_mm")], b, [],
+                                    [vi(f"{b}_y", TensorProto.FLOAT, None)],
+                                    initializer=[numpy_helper.from_array(np.float32(c), f"{b}_c"),
+                                                 numpy_helper.from_array(w, f"{b}_w")])
+              for b, op, c, w in (("then", "Mul", 2.0, wa), ("else", "Add", 1.0, wb))}
+    body = helper.make_graph([mk("Identity", ["cond_in"], ["cond_out"], name="keep"),
+                              mk("MatMul", ["c_in", "wl"], ["c_mm"], name="loop_mm"),
+                              mk("Tanh", ["c_mm"], ["c_out"], name="loop_tanh")], "body",
+                             [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+                              vi("c_in", TensorProto.FLOAT, None)],
+                             [vi("cond_out", TensorProto.BOOL, []), vi("c_out", TensorProto.FLOAT, None)])
+    nodes = [mk("If", ["flag"], ["h"], name="if", then_branch=branch["then"], else_branch=branch["else"]),
+             mk("Loop", ["trips", "", "h"], ["c"], name="loop", body=body)]
+    inits = [numpy_helper.from_array(wl, "wl"), numpy_helper.from_array(np.array(3, np.int64), "trips")]
+    model = make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", k]), vi("flag", TensorProto.BOOL, [])],
+                       [vi("c", TensorProto.FLOAT, ["B", "S", k])], inits)
+    return model, wa, wb, wl
+
+
+def test_collect_reaches_if_branches_and_loop_bodies(rng):
+    """Inputs of linears inside If branches and a Loop body (a body input, read on every iteration) are gathered:
+    a branch counts the rows of the samples that take it, the loop body those of every iteration; the values equal
+    numpy's."""
+    model, wa, wb, wl = _bodies(rng)
+    xs = [rng.standard_normal((1, 5, 64)).astype(np.float32) for _ in range(3)]
+    flags = [True, False, True]
+    feeds = [{"x": x, "flag": np.array(f)} for x, f in zip(xs, flags)]
+    data = collect(model, {"then_t": 64, "else_t": 64, "c_in": 64}, feeds, max_rows=0)
+    then_rows = np.concatenate([2 * x.reshape(-1, 64) for x, f in zip(xs, flags) if f]).astype(np.float64)
+    else_rows = np.concatenate([x.reshape(-1, 64) + 1 for x, f in zip(xs, flags) if not f]).astype(np.float64)
+    loop_rows = []
+    for x, f in zip(xs, flags):
+        c = (2 * x @ wa if f else (x + 1) @ wb).astype(np.float64)
+        for _ in range(3):
+            loop_rows.append(c.reshape(-1, 64))
+            c = np.tanh(c @ wl)
+    loop_rows = np.concatenate(loop_rows)
+    for name, rows in (("then_t", then_rows), ("else_t", else_rows), ("c_in", loop_rows)):
+        st = data.stats[name]
+        assert st.n_rows == rows.shape[0], name
+        np.testing.assert_allclose(st.gram, rows.T @ rows, rtol=1e-4, atol=1e-4 * np.abs(rows.T @ rows).max())
+        np.testing.assert_allclose(st.abs_mean, np.abs(rows).mean(axis=0), rtol=1e-4)
+
+
 def test_plan_passes():
     assert plan_passes({"a": 5, "b": 5, "c": 20, "d": 1}, 10) == [["a", "b"], ["c"], ["d"]]
 
@@ -69,6 +121,63 @@ def test_awq_edit_keeps_the_float_function():
     for a, b in zip(ort_run(model, {"x": x}), ort_run(edited, {"x": x})):
         np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-5 * np.abs(a).max())
 
+
+
+def test_awq_edit_keeps_the_float_function_with_a_weight_read_twice():
+    """d = z @ Wc and c = (x @ W1) @ Wc: Wc's two inputs z and y = x @ W1 get one AWQ scale (one weight), and y's 1/s
+    goes into W1's columns before x's own scale multiplies W1's rows: both edits stay in W1, and each output is
+    what it was. Outlier channels in x and z make both scales non-trivial."""
+    rng = np.random.default_rng(0)
+    k = 128
+    w1, wc = ((rng.standard_normal((k, k)) / np.sqrt(k)).astype(np.float32) for _ in range(2))
+    mk = helper.make_node
+    vi = helper.make_tensor_value_info
+    nodes = [mk("MatMul", ["z", "wc"], ["d"], name="d"), mk("MatMul", ["x", "w1"], ["y"], name="p"),
+             mk("MatMul", ["y", "wc"], ["c"], name="c")]
+    model = make_model(nodes, [vi("z", TensorProto.FLOAT, ["S", k]), vi("x", TensorProto.FLOAT, ["S", k])],
+                       [vi("d", TensorProto.FLOAT, ["S", k]), vi("c", TensorProto.FLOAT, ["S", k])],
+                       [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(wc, "wc")])
+    gain = np.ones(k, np.float32)
+    gain[rng.choice(k, 6, replace=False)] = 30.0
+
+    def feed():
+        return {"z": rng.standard_normal((32, k)).astype(np.float32) * gain,
+                "x": rng.standard_normal((32, k)).astype(np.float32) * gain[::-1]}
+
+    config = QuantConfig(method="awq", bits=4, group_size=32)
+    report = QuantReport()
+    config.calibration = calibrate(model, config, [feed() for _ in range(4)], base_dir=None, report=report)
+    graph = gs.import_onnx(model)
+    config.calibration.prepare(graph, config, report)
+    edited = gs.export_onnx(graph.cleanup().toposort())
+    notes = " | ".join(report.notes)
+    assert "c: 1/s folded into MatMul 'p' (weight columns)" in notes and "p: 1/s folded into a new Mul" in notes, notes
+    f = feed()
+    for a, b in zip(ort_run(model, f), ort_run(edited, f)):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4 * np.abs(a).max())
+
+
+def test_awq_edit_inside_if_branches_keeps_the_float_function(rng):
+    """The merged decoder: AWQ's Muls go into the branch that makes each activation, the weights the two branches
+    share stay one constant each, and both branches compute what they did."""
+    model = subgraph_models.merged_decoder(rng)
+    feeds = [{"x": rng.standard_normal((1, 8, 128)).astype(np.float32), "use_cache_branch": np.array(i % 2 == 0)}
+             for i in range(6)]
+    config = QuantConfig(method="awq", bits=4, group_size=32)
+    report = QuantReport()
+    config.calibration = calibrate(model, config, feeds, base_dir=None, report=report)
+    graph = gs.import_onnx(model)
+    config.calibration.prepare(graph, config, report)
+    edited = gs.export_onnx(graph.cleanup().toposort())
+    onnx.checker.check_model(edited, full_check=True)
+    assert config.calibration.folds, report.notes
+    weights = {n.inputs[1].name for g in [graph, *graph.subgraphs(recursive=True)] for n in g.nodes
+               if n.op == "MatMul" and n.name.endswith("fc1")}
+    assert len(weights) == 1, weights
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 5, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        ref, got = ort_run(model, feed)[0], ort_run(edited, feed)[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_awq_edit_on_the_llama_sample_folds_into_rmsnorm(dtype):
