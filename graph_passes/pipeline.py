@@ -113,7 +113,8 @@ def outputs_for(model_path: str, force: bool) -> Outputs:
 def _prepare_opset(model, config: QuantConfig, report: QuantReport):
     """Both formats are written with default-domain opset >= 21: Q/DQ needs it (block_size, INT4), and the
     plugin format's Q/DQ twin (graph_passes.compare) too. Older models are converted; when the converter fails, a
-    plugin-format model keeps its opset (the plugin does not need 21), a Q/DQ one is refused."""
+    plugin-format model keeps its opset (the plugin does not need 21), a Q/DQ one is refused. The graph's inputs and
+    outputs stay declared as they were."""
     import onnx
 
     from graph_passes.passes import QDQ_OPSET
@@ -131,6 +132,10 @@ def _prepare_opset(model, config: QuantConfig, report: QuantReport):
         raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
                         f"failed: {_first_line(exc)}") from None
     report.notes.append(f"converted the model from opset {current} to {QDQ_OPSET}")
+    # The converter infers shapes and names the unnamed dims of the interface ("unk__0"): keep the user's.
+    for field in ("input", "output"):
+        del getattr(converted.graph, field)[:]
+        getattr(converted.graph, field).extend(getattr(model.graph, field))
     return converted
 
 

@@ -222,3 +222,18 @@ def test_external_data_of_attributes_is_copied(rng, tmp_path):
     y = models.ort_run(onnx.load(str(tmp_path / "q.onnx")), {"x": x})[0]
     y0 = models.ort_run(model, {"x": x})[0]
     assert np.linalg.norm(y - y0) / np.linalg.norm(y0) < 0.2
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_opset_conversion_keeps_the_interface(rng, fmt):
+    # Unnamed dynamic dims (neither dim_value nor dim_param): onnx's version converter infers shapes and names them
+    # "unk__0"; the quantized model must declare its inputs and outputs exactly as the original does.
+    vi = helper.make_tensor_value_info
+    model = models.make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                              [vi("x", TensorProto.FLOAT, [None, "S", 128])],
+                              [vi("y", TensorProto.FLOAT, [None, "S", 64])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 64), "w")], opset=17)
+    out, report = models.run_pass(model, format=fmt)
+    assert report.rewritten and any("converted the model from opset 17" in n for n in report.notes)
+    assert list(out.graph.input) == list(model.graph.input)
+    assert list(out.graph.output) == list(model.graph.output)
