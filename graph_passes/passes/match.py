@@ -226,13 +226,14 @@ def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
 
 def find_layers(graph, config, op_types, match_node, shape_reason):
     """(matches, skips) over the nodes of ``op_types`` in ``graph`` and its subgraphs: ``match_node(node, config,
-    graph_output_ids, overridable_ids)`` gives a match or a Skip, ``shape_reason(match, config, layout)`` a (reason,
-    detail) tuple or None; then --include / --exclude and --min-elements (:func:`_selected`)."""
+    graph_output_ids, overridable_ids)`` gives a match or a Skip (graph_output_ids: the tensors read outside the
+    node's graph, :func:`escaping_tensors`), ``shape_reason(match, config, layout)`` a (reason, detail) tuple or None; then
+    --include / --exclude and --min-elements (:func:`_selected`)."""
     matches, skips = [], []
     layout = get_layout(config.layout)
     overridable = {id(t) for t in graph.inputs}  # initializers kept as graph inputs (checks.keep_overridable_inputs)
     for sub, prefix in scoped_graphs(graph):
-        graph_outputs = {id(t) for t in sub.outputs}
+        graph_outputs = escaping_tensors(sub)
         for node in sub.nodes:
             if node.op not in op_types:
                 continue
@@ -247,6 +248,14 @@ def find_layers(graph, config, op_types, match_node, shape_reason):
             else:
                 matches.append(m)
     return matches, skips
+
+
+def escaping_tensors(graph) -> set[int]:
+    """ids of the tensors of ``graph`` read outside its own nodes: its outputs, and the values that the bodies of its
+    If / Loop / Scan nodes read from it. A node producing one of them cannot absorb the readers into itself."""
+    local = {id(n) for n in graph.nodes}
+    read_outside = {id(t) for n in graph.nodes for t in n.outputs if any(id(c) not in local for c in t.outputs)}
+    return {id(t) for t in graph.outputs} | read_outside
 
 
 def _selected(m: LinearMatch, config, layout, shape_reason):
