@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from graph_passes.passes.match import _resolve_constant, read_constant
+from graph_passes.passes.match import _resolve_constant, escaping_tensors, read_constant
 from graph_passes.registry.epilogues import EPILOGUES, Epilogue, erf
 
 ELEMENTWISE = ("Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg",
@@ -133,7 +133,7 @@ def _grow(start, graph, graph_outputs, constant_itemsize):
 
 def match_epilogue(node, graph):
     """(epilogue, params, cast or None, region nodes) fusable after the op ``node``, or None."""
-    graph_outputs = {id(t) for t in graph.outputs}
+    graph_outputs = escaping_tensors(graph)  # also what a branch reads: its readers are not this graph's to fuse
     y = node.outputs[0]
     if id(y) in graph_outputs:
         return None
