@@ -2,8 +2,8 @@
 
 Patterns, in the main graph and in the bodies of If / Loop / Scan nodes (recursively; a subgraph node is named by its
 path, ``If_0/then_branch/MatMul_3``, in reports and for --include / --exclude):
-  * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Cast and/or
-    Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
+  * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Identity, Cast
+    and/or Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
   * ``MatMul`` + ``Add(., b)``: b a constant of N values ([N] or [1, N]) -> bias folded into the op.
   * ``Gemm(A, B, C)``: transA = 0, transB 0 or 1, alpha folded into W, constant C of N values times beta as bias.
 A weight used by several nodes (same source tensor, same transforms; also from several branches) is quantized and
@@ -142,7 +142,8 @@ def constant_nbytes(const) -> int:
 
 
 def _resolve_constant(tensor, max_depth: int = 4):
-    """Follow Cast / Transpose producers back to a constant: (gs.Constant, name, chain, n_transposes) or a reason."""
+    """Follow Identity / Cast / Transpose producers back to a constant: (gs.Constant, name, chain, n_transposes) or a
+    reason."""
     import onnx_graphsurgeon as gs
 
     chain = []
@@ -158,7 +159,9 @@ def _resolve_constant(tensor, max_depth: int = 4):
         p = producers[0]
         if p.op == "Constant" and isinstance(p.attrs.get("value"), gs.Constant):
             break
-        if p.op == "Cast" and p.inputs:
+        if p.op == "Identity" and p.inputs:  # torch.onnx's form of a tied or repeated parameter
+            pass
+        elif p.op == "Cast" and p.inputs:
             chain.append(("Cast", int(p.attrs["to"])))
         elif p.op == "Transpose" and p.inputs:
             perm = None if p.attrs.get("perm") is None else list(p.attrs["perm"])
