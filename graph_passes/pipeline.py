@@ -132,11 +132,29 @@ def _prepare_opset(model, config: QuantConfig, report: QuantReport):
         raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
                         f"failed: {_first_line(exc)}") from None
     report.notes.append(f"converted the model from opset {current} to {QDQ_OPSET}")
-    # The converter infers shapes and names the unnamed dims of the interface ("unk__0"): keep the user's.
+    return _keep_interface(model, converted)
+
+
+def _keep_interface(original, derived):
+    """``derived`` with the inputs and outputs declared as in ``original``: ONNX's shape inference (also inside the
+    version converter) fills in and names their unknown dims ("unk__0")."""
     for field in ("input", "output"):
-        del getattr(converted.graph, field)[:]
-        getattr(converted.graph, field).extend(getattr(model.graph, field))
-    return converted
+        del getattr(derived.graph, field)[:]
+        getattr(derived.graph, field).extend(getattr(original.graph, field))
+    return derived
+
+
+def with_inferred_shapes(model):
+    """``model`` with the shapes ONNX's shape inference finds as value_info, for the finders (the op takes
+    activations of rank >= 2 only, which an undeclared intermediate tensor would not show); its interface as it was.
+    A model the inference cannot handle is returned as it is."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - inference errors, a proto over 2 GB: the finders then see the declared shapes
+        return model
+    return _keep_interface(model, inferred)
 
 
 def run_passes(model, config: QuantConfig, report: QuantReport):
@@ -147,7 +165,7 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
     from graph_passes.passes.checks import keep_overridable_inputs
     from graph_passes.passes.scopes import hoist_shared_initializers
 
-    model = _prepare_opset(model, config, report)
+    model = with_inferred_shapes(_prepare_opset(model, config, report))
     graph = gs.import_onnx(model)
     keep_overridable_inputs(model, graph)
     if config.calibration is not None:  # AWQ scales the graph's weights and activations before quantizing
@@ -231,6 +249,7 @@ def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | No
     config = dataclasses.replace(config, external_data_dir=base_dir)
     report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
+    model = with_inferred_shapes(model)
     graph = gs.import_onnx(model)
     keep_overridable_inputs(model, graph)
     matches, skips = [], []

@@ -237,3 +237,23 @@ def test_opset_conversion_keeps_the_interface(rng, fmt):
     assert report.rewritten and any("converted the model from opset 17" in n for n in report.notes)
     assert list(out.graph.input) == list(model.graph.input)
     assert list(out.graph.output) == list(model.graph.output)
+
+
+def test_rank_of_an_undeclared_activation_is_inferred(rng, tmp_path):
+    # x [B, 128] -> ReduceSum over B -> r [128] -> MatMul: a rank-1 activation that no value_info declares. The op
+    # takes rank >= 2 only, so the node must be skipped for its rank, as when the shape is declared; mm2 is rewritten.
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["r"], name="sum", keepdims=0),
+             helper.make_node("MatMul", ["r", "w"], ["y"], name="mm"),
+             helper.make_node("MatMul", ["x", "w"], ["z"], name="mm2")]
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128])],
+                              [vi("y", TensorProto.FLOAT, [None]), vi("z", TensorProto.FLOAT, ["B", None])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 64), "w"),
+                               numpy_helper.from_array(np.array([0], np.int64), "axes")], opset=21)
+    out, report = models.run_pass(model)
+    assert [r.node for r in report.rewritten] == ["mm2"]
+    assert [(s.node, s.reason) for s in report.skipped] == [("mm", "activation rank < 2")]
+    assert list(out.graph.input) == list(model.graph.input) and list(out.graph.output) == list(model.graph.output)
+    onnx.save(model, tmp_path / "m.onnx")
+    inspected = inspect_model(str(tmp_path / "m.onnx"), QuantConfig())
+    assert [(s.node, s.reason) for s in inspected.skipped] == [("mm", "activation rank < 2")]
