@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from graph_passes.passes.match import _resolve_constant, escaping_tensors, read_constant
+from graph_passes.passes.match import _dtype_of, _resolve_constant, escaping_tensors, read_constant
 from graph_passes.registry.epilogues import EPILOGUES, Epilogue, erf
 
 ELEMENTWISE = ("Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg",
@@ -148,7 +148,7 @@ def match_epilogue(node, graph):
         if bounds is None:
             return None
         return EPILOGUES.get("clip"), dict(zip(EPILOGUES.get("clip").params, bounds)), cast, [first[0]]
-    itemsize = np.dtype(getattr(start, "dtype", None) or np.float32).itemsize
+    itemsize = (_dtype_of(start) or np.dtype(np.float32)).itemsize  # bf16: gs keeps the ONNX enum
     found = _grow(start, graph, graph_outputs, itemsize)
     if found is None:
         return None
