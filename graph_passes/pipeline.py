@@ -214,7 +214,9 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     del model
     if not report.rewritten:
         why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul, Gemm or Conv node"
-        raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
+        raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written"
+                        + (f"; `inspect {model_path}` with the same options lists each node and why"
+                           if report.skipped else ""))
     kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
     if kept:
         report.notes.append(f"{kept} node(s) compute in their graph's own dtype, not --act-dtype {config.act_dtype} "

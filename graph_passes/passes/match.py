@@ -306,7 +306,9 @@ def weight_source(node, tensor, overridable):
         return Skip(node, "weight is not constant", r)
     if id(r[0]) in overridable:
         return Skip(node, "weight is an overridable graph input",
-                    f"initializer '{r[1]}' is also a graph input: callers may replace it, so it stays float")
+                    f"initializer '{r[1]}' is also a graph input: callers may replace it, so it stays float; to "
+                    f"quantize it, remove it from the graph inputs (onnxruntime's "
+                    f"tools/python/remove_initializer_from_input.py does)")
     return r
 
 

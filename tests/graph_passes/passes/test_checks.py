@@ -101,6 +101,7 @@ def test_overridable_weight_stays_float_and_an_input(tmp_path, rng, fmt):
     report, _ = _quantize(tmp_path, str(path), format=fmt, group_size=64)
     [skip] = report.skipped
     assert skip.node == "fc2" and skip.reason == "weight is an overridable graph input"
+    assert "remove it from the graph inputs" in skip.detail  # how to quantize it all the same
     assert [r.node for r in report.rewritten] == ["fc1"]
     out = onnx.load(tmp_path / "out.onnx")
     assert [i.name for i in out.graph.input] == ["w2", "x"] and "w2" in {t.name for t in out.graph.initializer}
