@@ -1,7 +1,8 @@
 """Pattern finder: the linear layers of a graph that the rewrite passes can quantize, and why the others are skipped.
 
 Patterns, in the main graph and in the bodies of If / Loop / Scan nodes (recursively; a subgraph node is named by its
-path, ``If_0/then_branch/MatMul_3``, in reports and for --include / --exclude):
+path, ``If_0/then_branch/MatMul_3``, in reports and for --include / --exclude; a node without a name by its op and
+output, ``MatMul:logits``):
   * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Identity, Cast
     and/or Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
   * ``MatMul`` + ``Add(., b)``: b a constant of N values ([N] or [1, N]) -> bias folded into the op.
@@ -240,7 +241,7 @@ def find_layers(graph, config, op_types, match_node, shape_reason):
         for node in sub.nodes:
             if node.op not in op_types:
                 continue
-            path = prefix + node.name
+            path = prefix + (node.name or f"{node.op}:{node.outputs[0].name if node.outputs else ''}")
             m = match_node(node, config, graph_outputs, overridable)
             if not isinstance(m, Skip):
                 m.graph, m.path = sub, path

@@ -134,6 +134,22 @@ def test_weight_behind_identity(rng):
     assert np.array_equal(matches["behind_identity"].load_weight(None), _init(model, "w"))
     assert np.array_equal(matches["transposed"].load_weight(None), _init(model, "w").T)
 
+
+def test_unnamed_nodes_are_named_by_their_output(rng):
+    """Exporters may leave node names empty: reports and --include / --exclude then name a node by its op and output
+    tensor (unique in its graph), not by an empty string."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    model = models.make_model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                               helper.make_node("MatMul", ["h", "w"], ["y"])],
+                              [vi("x", TensorProto.FLOAT, ["B", 128])], [vi("y", TensorProto.FLOAT, ["B", 128])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 128), "w")])
+    matches, _ = find_linear_layers(gs.import_onnx(model), QuantConfig())
+    assert sorted(m.ref.name for m in matches) == ["MatMul:h", "MatMul:y"]
+    matches, skips = find_linear_layers(gs.import_onnx(model), QuantConfig(exclude=("MatMul:y$",)))
+    assert [m.ref.name for m in matches] == ["MatMul:h"] and [s.ref.name for s in skips] == ["MatMul:y"]
+
 def test_subgraph_nodes_are_found_with_their_path_and_share_keys(rng):
     import subgraph_models as sm
 
