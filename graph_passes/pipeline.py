@@ -65,10 +65,11 @@ def default_output_path(model_path: str, config: QuantConfig) -> str:
 
 # ------------------------------------------------------------------------------------------------------------ save
 def _initializer_bytes(model) -> int:
+    """Bytes of every constant tensor of ``model``: initializers, also of subgraphs, and Constant nodes' values."""
     import onnx
 
     total = 0
-    for t in model.graph.initializer:
+    for t in all_tensors(model.graph):
         if t.data_location == onnx.TensorProto.EXTERNAL:
             total += int({e.key: e.value for e in t.external_data}.get("length", 0))
         else:

@@ -257,3 +257,24 @@ def test_rank_of_an_undeclared_activation_is_inferred(rng, tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     inspected = inspect_model(str(tmp_path / "m.onnx"), QuantConfig())
     assert [(s.node, s.reason) for s in inspected.skipped] == [("mm", "activation rank < 2")]
+
+
+def test_model_bytes_count_constant_nodes_and_subgraph_initializers(rng, tmp_path):
+    """The summary's "model: A -> B" counts every constant tensor: Constant nodes' values and the initializers of
+    If branches too, not only the main graph's initializers (else the model seems to grow when quantized)."""
+    vi = helper.make_tensor_value_info
+    w_const, w_branch = models.weight(rng, 128, 128), models.weight(rng, 128, 128)
+    branch = helper.make_graph([helper.make_node("MatMul", ["h", "wb"], ["t"], name="branch_mm")], "then", [],
+                               [vi("t", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(w_branch, "wb")])
+    other = helper.make_graph([helper.make_node("Identity", ["h"], ["e"], name="else_id")], "else", [],
+                              [vi("e", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Constant", [], ["wc"], name="c", value=numpy_helper.from_array(w_const)),
+             helper.make_node("MatMul", ["x", "wc"], ["h"], name="mm"),
+             helper.make_node("If", ["flag"], ["y"], name="If_0", then_branch=branch, else_branch=other)]
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128]), vi("flag", TensorProto.BOOL, [])],
+                              [vi("y", TensorProto.FLOAT, ["B", 128])], [], opset=21)
+    onnx.save(model, tmp_path / "m.onnx")
+    report = quantize_model(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"), QuantConfig(bits=8, group_size=-1))
+    assert len(report.rewritten) == 2
+    assert report.model_bytes_before == 2 * 128 * 128 * 4
+    assert report.model_bytes_before / 4 < report.model_bytes_after < report.model_bytes_before / 3.5  # INT8 + scales
