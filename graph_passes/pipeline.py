@@ -137,8 +137,8 @@ def _prepare_opset(model, config: QuantConfig, report: QuantReport):
 
 
 def _keep_interface(original, derived):
-    """``derived`` with the inputs and outputs declared as in ``original``: ONNX's shape inference (also inside the
-    version converter) fills in and names their unknown dims ("unk__0")."""
+    """``derived`` with the inputs and outputs declared as in ``original``: the version converter's shape inference
+    fills in and names their unknown dims ("unk__0")."""
     for field in ("input", "output"):
         del getattr(derived.graph, field)[:]
         getattr(derived.graph, field).extend(getattr(original.graph, field))
@@ -146,16 +146,64 @@ def _keep_interface(original, derived):
 
 
 def with_inferred_shapes(model):
-    """``model`` with the shapes ONNX's shape inference finds as value_info, for the finders (the op takes
-    activations of rank >= 2 only, which an undeclared intermediate tensor would not show); its interface as it was.
-    A model the inference cannot handle is returned as it is."""
+    """``model`` with the shapes ONNX's shape inference finds added to the value_info of its graphs, for the finders
+    (the op takes activations of rank >= 2 only, which an undeclared intermediate tensor would not show). Inference
+    runs on a skeleton of the model whose large tensors are declarations without data, so that a model stored inside
+    the protobuf is not copied. A model the inference cannot handle is returned as it is."""
     import onnx
 
+    from graph_passes.passes.scopes import all_graphs
+
+    skeleton = onnx.ModelProto(ir_version=model.ir_version, graph=_skeleton_graph(model.graph))
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - inference errors, a proto over 2 GB: the finders then see the declared shapes
+        inferred = onnx.shape_inference.infer_shapes(skeleton)
+    except Exception:  # noqa: BLE001 - inference errors: the finders then see the declared shapes
         return model
-    return _keep_interface(model, inferred)
+    for graph, found in zip(all_graphs(model.graph), all_graphs(inferred.graph)):
+        del graph.value_info[:]
+        graph.value_info.extend(found.value_info)
+    return model
+
+
+SKELETON_TENSOR_BYTES = 1024  # larger tensors reach shape inference without their data (shapes need small ones only)
+
+
+def _skeleton_tensor(t):
+    import onnx
+
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.ByteSize() <= SKELETON_TENSOR_BYTES:
+        return t
+    light = onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims,
+                             data_location=onnx.TensorProto.EXTERNAL)
+    light.external_data.add(key="location", value="(not loaded)")
+    return light
+
+
+def _skeleton_graph(graph):
+    """A copy of ``graph`` (subgraphs included) whose large initializers and tensor attributes have no data."""
+    import onnx
+
+    g = onnx.GraphProto(name=graph.name, input=graph.input, output=graph.output, value_info=graph.value_info,
+                        sparse_initializer=graph.sparse_initializer)
+    g.initializer.extend(_skeleton_tensor(t) for t in graph.initializer)
+    for node in graph.node:
+        n = g.node.add(name=node.name, op_type=node.op_type, domain=node.domain, input=node.input,
+                       output=node.output)
+        for a in node.attribute:
+            b = n.attribute.add(name=a.name, type=a.type)
+            if a.HasField("g"):
+                b.g.CopyFrom(_skeleton_graph(a.g))
+            elif a.graphs:
+                b.graphs.extend(_skeleton_graph(x) for x in a.graphs)
+            elif a.HasField("t"):
+                b.t.CopyFrom(_skeleton_tensor(a.t))
+            elif a.tensors:
+                b.tensors.extend(_skeleton_tensor(x) for x in a.tensors)
+            else:
+                b.CopyFrom(a)
+    return g
 
 
 def run_passes(model, config: QuantConfig, report: QuantReport):
