@@ -278,3 +278,20 @@ def test_model_bytes_count_constant_nodes_and_subgraph_initializers(rng, tmp_pat
     assert len(report.rewritten) == 2
     assert report.model_bytes_before == 2 * 128 * 128 * 4
     assert report.model_bytes_before / 4 < report.model_bytes_after < report.model_bytes_before / 3.5  # INT8 + scales
+
+
+def test_shape_inference_sees_no_weight_data(rng, monkeypatch):
+    """Shape inference copies the model it gets: it must get a skeleton without the weights' bytes, so that a model
+    stored inside the protobuf is not held twice; the shapes it finds still reach the model (r below: rank 1)."""
+    from graph_passes.pipeline import with_inferred_shapes
+
+    model = _chain(rng, n_layers=4, width=256)
+    model.graph.node.extend([helper.make_node("ReduceSum", ["h3", "axes"], ["r"], name="sum", keepdims=0)])
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "axes"))
+    seen = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda m, *a, **k: seen.append(m.ByteSize()) or
+                        real(m, *a, **k))
+    out = with_inferred_shapes(model)
+    assert seen and seen[0] < 64 * 1024 < model.ByteSize()  # 4 weights of 256 KiB
+    assert [len(v.type.tensor_type.shape.dim) for v in out.graph.value_info if v.name == "r"] == [1]
