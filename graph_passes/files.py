@@ -109,6 +109,14 @@ def same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _name_max(folder: str) -> int:
+    """The longest file name ``folder`` takes, in bytes (255 where the system does not say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows) or no answer for this file system
+        return 255
+
+
 class Outputs:
     """The files one command writes. ``add`` checks a target against the inputs and the targets before it;
     ``path_for`` is where to write it; ``commit`` renames everything into place; ``discard`` (also on leaving a
@@ -137,6 +145,9 @@ class Outputs:
             raise UserError(f"{path}: output folder {folder} does not exist")
         if not os.access(folder, os.W_OK):
             raise UserError(f"{path}: output folder {folder} is not writable")
+        name_max = _name_max(folder)
+        if len(os.fsencode(os.path.basename(path))) > name_max:
+            raise UserError(f"{path}: file name longer than {name_max} bytes, the most {folder} takes; {fix}")
         self.targets.append((path, what))
 
     def refuse_inputs(self, path: str, fix: str) -> None:

@@ -65,10 +65,11 @@ def default_output_path(model_path: str, config: QuantConfig) -> str:
 
 # ------------------------------------------------------------------------------------------------------------ save
 def _initializer_bytes(model) -> int:
+    """Bytes of every constant tensor of ``model``: initializers, also of subgraphs, and Constant nodes' values."""
     import onnx
 
     total = 0
-    for t in model.graph.initializer:
+    for t in all_tensors(model.graph):
         if t.data_location == onnx.TensorProto.EXTERNAL:
             total += int({e.key: e.value for e in t.external_data}.get("length", 0))
         else:
@@ -113,7 +114,8 @@ def outputs_for(model_path: str, force: bool) -> Outputs:
 def _prepare_opset(model, config: QuantConfig, report: QuantReport):
     """Both formats are written with default-domain opset >= 21: Q/DQ needs it (block_size, INT4), and the
     plugin format's Q/DQ twin (graph_passes.compare) too. Older models are converted; when the converter fails, a
-    plugin-format model keeps its opset (the plugin does not need 21), a Q/DQ one is refused."""
+    plugin-format model keeps its opset (the plugin does not need 21), a Q/DQ one is refused. The graph's inputs and
+    outputs stay declared as they were."""
     import onnx
 
     from graph_passes.passes import QDQ_OPSET
@@ -133,7 +135,77 @@ def _prepare_opset(model, config: QuantConfig, report: QuantReport):
     if not converted.functions:  # the converter drops model-local functions (torch 2's aten_* activations)
         converted.functions.extend(model.functions)
     report.notes.append(f"converted the model from opset {current} to {QDQ_OPSET}")
-    return converted
+    return _keep_interface(model, converted)
+
+
+def _keep_interface(original, derived):
+    """``derived`` with the inputs and outputs declared as in ``original``: the version converter's shape inference
+    fills in and names their unknown dims ("unk__0")."""
+    for field in ("input", "output"):
+        del getattr(derived.graph, field)[:]
+        getattr(derived.graph, field).extend(getattr(original.graph, field))
+    return derived
+
+
+def with_inferred_shapes(model):
+    """``model`` with the shapes ONNX's shape inference finds added to the value_info of its graphs, for the finders
+    (the op takes activations of rank >= 2 only, which an undeclared intermediate tensor would not show). Inference
+    runs on a skeleton of the model whose large tensors are declarations without data, so that a model stored inside
+    the protobuf is not copied. A model the inference cannot handle is returned as it is."""
+    import onnx
+
+    from graph_passes.passes.scopes import all_graphs
+
+    skeleton = onnx.ModelProto(ir_version=model.ir_version, graph=_skeleton_graph(model.graph))
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton)
+    except Exception:  # noqa: BLE001 - inference errors: the finders then see the declared shapes
+        return model
+    for graph, found in zip(all_graphs(model.graph), all_graphs(inferred.graph)):
+        del graph.value_info[:]
+        graph.value_info.extend(found.value_info)
+    return model
+
+
+SKELETON_TENSOR_BYTES = 1024  # larger tensors reach shape inference without their data (shapes need small ones only)
+
+
+def _skeleton_tensor(t):
+    import onnx
+
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.ByteSize() <= SKELETON_TENSOR_BYTES:
+        return t
+    light = onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims,
+                             data_location=onnx.TensorProto.EXTERNAL)
+    light.external_data.add(key="location", value="(not loaded)")
+    return light
+
+
+def _skeleton_graph(graph):
+    """A copy of ``graph`` (subgraphs included) whose large initializers and tensor attributes have no data."""
+    import onnx
+
+    g = onnx.GraphProto(name=graph.name, input=graph.input, output=graph.output, value_info=graph.value_info,
+                        sparse_initializer=graph.sparse_initializer)
+    g.initializer.extend(_skeleton_tensor(t) for t in graph.initializer)
+    for node in graph.node:
+        n = g.node.add(name=node.name, op_type=node.op_type, domain=node.domain, input=node.input,
+                       output=node.output)
+        for a in node.attribute:
+            b = n.attribute.add(name=a.name, type=a.type)
+            if a.HasField("g"):
+                b.g.CopyFrom(_skeleton_graph(a.g))
+            elif a.graphs:
+                b.graphs.extend(_skeleton_graph(x) for x in a.graphs)
+            elif a.HasField("t"):
+                b.t.CopyFrom(_skeleton_tensor(a.t))
+            elif a.tensors:
+                b.tensors.extend(_skeleton_tensor(x) for x in a.tensors)
+            else:
+                b.CopyFrom(a)
+    return g
 
 
 def run_passes(model, config: QuantConfig, report: QuantReport):
@@ -144,7 +216,7 @@ def run_passes(model, config: QuantConfig, report: QuantReport):
     from graph_passes.passes.checks import keep_overridable_inputs
     from graph_passes.passes.scopes import hoist_shared_initializers
 
-    model = _prepare_opset(model, config, report)
+    model = with_inferred_shapes(_prepare_opset(model, config, report))
     graph = gs.import_onnx(model)
     keep_overridable_inputs(model, graph)
     if config.calibration is not None:  # AWQ scales the graph's weights and activations before quantizing
@@ -193,7 +265,9 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     del model
     if not report.rewritten:
         why = "; ".join(f"{len(v)} x {k}" for k, v in report.skip_groups().items()) or "no MatMul, Gemm or Conv node"
-        raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written")
+        raise UserError(f"{model_path}: no node can be quantized ({why}); nothing written"
+                        + (f"; `inspect {model_path}` with the same options lists each node and why"
+                           if report.skipped else ""))
     kept = sum(r.act_dtype != config.act_dtype for r in report.rewritten)
     if kept:
         report.notes.append(f"{kept} node(s) compute in their graph's own dtype, not --act-dtype {config.act_dtype} "
@@ -228,6 +302,7 @@ def inspect_model(model_path: str, config: QuantConfig, *, report_path: str | No
     config = dataclasses.replace(config, external_data_dir=base_dir)
     report = QuantReport(model=model_path, config=_config_dict(config), notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
+    model = with_inferred_shapes(model)
     graph = gs.import_onnx(model)
     keep_overridable_inputs(model, graph)
     matches, skips = [], []

@@ -40,8 +40,8 @@ class QuantReport:
     skipped: list[Skipped] = field(default_factory=list)
     weight_bytes_before: int = 0   # float weights of the rewritten nodes (each shared weight counted once)
     weight_bytes_after: int = 0    # packed weights + scales + zeros replacing them
-    model_bytes_before: int = 0    # all initializers of the input model
-    model_bytes_after: int = 0     # all initializers of the output model
+    model_bytes_before: int = 0    # all constant tensors of the input model (subgraphs, Constant nodes)
+    model_bytes_after: int = 0     # idem, of the output model
     external_data: bool = False
     notes: list[str] = field(default_factory=list)
 

@@ -120,7 +120,10 @@ def quantize_checked(quantize, w: np.ndarray, act_dtype: str, cast: bool, name: 
 
 
 def overridable_initializers(model) -> set[str]:
-    """Names of the initializers that are also graph inputs of ``model`` (an onnx.ModelProto)."""
+    """Names of the initializers that are also graph inputs of ``model`` (an onnx.ModelProto). None before IR version
+    4, which lists every initializer as an input: there they are constants (as ONNX Runtime treats them)."""
+    if model.ir_version < 4:
+        return set()
     return {i.name for i in model.graph.input} & {t.name for t in model.graph.initializer}
 
 

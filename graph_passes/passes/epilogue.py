@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from graph_passes.passes.match import _dtype_of, _np_dtype, _resolve_constant, constant_values
+from graph_passes.passes.match import _dtype_of, _np_dtype, _resolve_constant, constant_values, escaping_tensors
 from graph_passes.registry.epilogues import EPILOGUES, Epilogue, erf
 
 ELEMENTWISE = ("Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg",
@@ -156,7 +156,7 @@ def _grow(start, graph, graph_outputs):
 
 def match_epilogue(node, graph):
     """(epilogue, params, cast or None, region nodes) fusable after the op ``node``, or None."""
-    graph_outputs = {id(t) for t in graph.outputs}
+    graph_outputs = escaping_tensors(graph)  # also what a branch reads: its readers are not this graph's to fuse
     y = node.outputs[0]
     if id(y) in graph_outputs:
         return None

@@ -1,9 +1,10 @@
 """Pattern finder: the linear layers of a graph that the rewrite passes can quantize, and why the others are skipped.
 
 Patterns, in the main graph and in the bodies of If / Loop / Scan nodes (recursively; a subgraph node is named by its
-path, ``If_0/then_branch/MatMul_3``, in reports and for --include / --exclude):
-  * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Cast and/or
-    Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
+path, ``If_0/then_branch/MatMul_3``, in reports and for --include / --exclude; a node without a name by its op and
+output, ``MatMul:logits``):
+  * ``MatMul(X, W)``: W a constant 2-D weight: an initializer or a Constant node, optionally behind Identity, Cast
+    and/or Transpose nodes (``perm`` [1, 0]); X of any rank >= 2 with dynamic dims.
   * ``MatMul`` + ``Add(., b)``: b a constant of N values ([N] or [1, N]) -> bias folded into the op.
   * ``Gemm(A, B, C)``: transA = 0, transB 0 or 1, alpha folded into W, constant C of N values times beta as bias.
 A weight used by several nodes (same source tensor, same transforms; also from several branches) is quantized and
@@ -142,7 +143,8 @@ def constant_nbytes(const) -> int:
 
 
 def _resolve_constant(tensor, max_depth: int = 4):
-    """Follow Cast / Transpose producers back to a constant: (gs.Constant, name, chain, n_transposes) or a reason."""
+    """Follow Identity / Cast / Transpose producers back to a constant: (gs.Constant, name, chain, n_transposes) or a
+    reason."""
     import onnx_graphsurgeon as gs
 
     chain = []
@@ -158,7 +160,9 @@ def _resolve_constant(tensor, max_depth: int = 4):
         p = producers[0]
         if p.op == "Constant" and isinstance(p.attrs.get("value"), gs.Constant):
             break
-        if p.op == "Cast" and p.inputs:
+        if p.op == "Identity" and p.inputs:  # torch.onnx's form of a tied or repeated parameter
+            pass
+        elif p.op == "Cast" and p.inputs:
             chain.append(("Cast", int(p.attrs["to"])))
         elif p.op == "Transpose" and p.inputs:
             perm = None if p.attrs.get("perm") is None else list(p.attrs["perm"])
@@ -226,17 +230,18 @@ def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
 
 def find_layers(graph, config, op_types, match_node, shape_reason):
     """(matches, skips) over the nodes of ``op_types`` in ``graph`` and its subgraphs: ``match_node(node, config,
-    graph_output_ids, overridable_ids)`` gives a match or a Skip, ``shape_reason(match, config, layout)`` a (reason,
-    detail) tuple or None; then --include / --exclude and --min-elements (:func:`_selected`)."""
+    graph_output_ids, overridable_ids)`` gives a match or a Skip (graph_output_ids: the tensors read outside the
+    node's graph, :func:`escaping_tensors`), ``shape_reason(match, config, layout)`` a (reason, detail) tuple or None; then
+    --include / --exclude and --min-elements (:func:`_selected`)."""
     matches, skips = [], []
     layout = get_layout(config.layout)
     overridable = {id(t) for t in graph.inputs}  # initializers kept as graph inputs (checks.keep_overridable_inputs)
     for sub, prefix in scoped_graphs(graph):
-        graph_outputs = {id(t) for t in sub.outputs}
+        graph_outputs = escaping_tensors(sub)
         for node in sub.nodes:
             if node.op not in op_types:
                 continue
-            path = prefix + node.name
+            path = prefix + (node.name or f"{node.op}:{node.outputs[0].name if node.outputs else ''}")
             m = match_node(node, config, graph_outputs, overridable)
             if not isinstance(m, Skip):
                 m.graph, m.path = sub, path
@@ -247,6 +252,14 @@ def find_layers(graph, config, op_types, match_node, shape_reason):
             else:
                 matches.append(m)
     return matches, skips
+
+
+def escaping_tensors(graph) -> set[int]:
+    """ids of the tensors of ``graph`` read outside its own nodes: its outputs, and the values that the bodies of its
+    If / Loop / Scan nodes read from it. A node producing one of them cannot absorb the readers into itself."""
+    local = {id(n) for n in graph.nodes}
+    read_outside = {id(t) for n in graph.nodes for t in n.outputs if any(id(c) not in local for c in t.outputs)}
+    return {id(t) for t in graph.outputs} | read_outside
 
 
 def _selected(m: LinearMatch, config, layout, shape_reason):
@@ -294,7 +307,9 @@ def weight_source(node, tensor, overridable):
         return Skip(node, "weight is not constant", r)
     if id(r[0]) in overridable:
         return Skip(node, "weight is an overridable graph input",
-                    f"initializer '{r[1]}' is also a graph input: callers may replace it, so it stays float")
+                    f"initializer '{r[1]}' is also a graph input: callers may replace it, so it stays float; to "
+                    f"quantize it, remove it from the graph inputs (onnxruntime's "
+                    f"tools/python/remove_initializer_from_input.py does)")
     return r
 
 

@@ -278,6 +278,24 @@ def test_existing_output_data_file_needs_force(capsys, rng, tmp_path):
     onnx.checker.check_model(str(tmp_path / "q.onnx"))
 
 
+def test_output_data_file_name_too_long(capsys, rng, tmp_path):
+    """OUT's name fits the folder's name limit but OUT.data's does not (or OUT's neither): refused, for quantize and
+    twin, before anything is written."""
+    model = ext_model(rng, tmp_path, data="m.onnx.data")
+    quantized = tmp_path / "q.onnx"
+    assert main(["quantize", str(model), "-o", str(quantized), "-q"]) == 0
+    name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
+    before = tree(tmp_path)
+    for stem in ("q" * (name_max - len(".onnx") - 1), "q" * name_max):
+        out = tmp_path / f"{stem}.onnx"
+        line = _fails(capsys, ["quantize", str(model), "-o", str(out), "-q"], f"longer than {name_max} bytes")
+        assert "choose another output path (-o)" in line
+        _fails(capsys, ["twin", str(quantized), "-o", str(out)], f"longer than {name_max} bytes")
+        assert tree(tmp_path) == before
+    _fails(capsys, ["inspect", str(model), "--report", str(out)], f"longer than {name_max} bytes")
+    assert tree(tmp_path) == before
+
+
 @pytest.mark.parametrize("which", ["output", "report"])
 def test_existing_folder_with_force(capsys, mlp_path, tmp_path, which):
     folder = tmp_path / "a_folder"

@@ -94,7 +94,7 @@ def test_inspect_reads_no_weights(rng, tmp_path):
 def test_only_unquantizable_nodes_is_an_error(rng, tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(models.mlp(rng, k=128, hidden=192), path)  # fc1: N=192 fine; fc2: K=192 not a multiple of 128
-    with pytest.raises(UserError, match="no node can be quantized"):
+    with pytest.raises(UserError, match="no node can be quantized .*; `inspect .*m.onnx` with the same options"):
         quantize_model(str(path), str(tmp_path / "q.onnx"), QuantConfig(include=("fc2",)))
     assert not (tmp_path / "q.onnx").exists()
 
@@ -248,3 +248,76 @@ def test_local_functions_survive_the_opset_conversion(rng, fmt):
     y = models.ort_run(plugin_to_qdq(out) if fmt == "plugin" else out, {"x": x})[0]
     y0 = models.ort_run(model, {"x": x})[0]
     assert np.linalg.norm(y - y0) <= 0.02 * np.linalg.norm(y0)  # INT8 per channel
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_opset_conversion_keeps_the_interface(rng, fmt):
+    # Unnamed dynamic dims (neither dim_value nor dim_param): onnx's version converter infers shapes and names them
+    # "unk__0"; the quantized model must declare its inputs and outputs exactly as the original does.
+    vi = helper.make_tensor_value_info
+    model = models.make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                              [vi("x", TensorProto.FLOAT, [None, "S", 128])],
+                              [vi("y", TensorProto.FLOAT, [None, "S", 64])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 64), "w")], opset=17)
+    out, report = models.run_pass(model, format=fmt)
+    assert report.rewritten and any("converted the model from opset 17" in n for n in report.notes)
+    assert list(out.graph.input) == list(model.graph.input)
+    assert list(out.graph.output) == list(model.graph.output)
+
+
+def test_rank_of_an_undeclared_activation_is_inferred(rng, tmp_path):
+    # x [B, 128] -> ReduceSum over B -> r [128] -> MatMul: a rank-1 activation that no value_info declares. The op
+    # takes rank >= 2 only, so the node must be skipped for its rank, as when the shape is declared; mm2 is rewritten.
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["r"], name="sum", keepdims=0),
+             helper.make_node("MatMul", ["r", "w"], ["y"], name="mm"),
+             helper.make_node("MatMul", ["x", "w"], ["z"], name="mm2")]
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128])],
+                              [vi("y", TensorProto.FLOAT, [None]), vi("z", TensorProto.FLOAT, ["B", None])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 64), "w"),
+                               numpy_helper.from_array(np.array([0], np.int64), "axes")], opset=21)
+    out, report = models.run_pass(model)
+    assert [r.node for r in report.rewritten] == ["mm2"]
+    assert [(s.node, s.reason) for s in report.skipped] == [("mm", "activation rank < 2")]
+    assert list(out.graph.input) == list(model.graph.input) and list(out.graph.output) == list(model.graph.output)
+    onnx.save(model, tmp_path / "m.onnx")
+    inspected = inspect_model(str(tmp_path / "m.onnx"), QuantConfig())
+    assert [(s.node, s.reason) for s in inspected.skipped] == [("mm", "activation rank < 2")]
+
+
+def test_model_bytes_count_constant_nodes_and_subgraph_initializers(rng, tmp_path):
+    """The summary's "model: A -> B" counts every constant tensor: Constant nodes' values and the initializers of
+    If branches too, not only the main graph's initializers (else the model seems to grow when quantized)."""
+    vi = helper.make_tensor_value_info
+    w_const, w_branch = models.weight(rng, 128, 128), models.weight(rng, 128, 128)
+    branch = helper.make_graph([helper.make_node("MatMul", ["h", "wb"], ["t"], name="branch_mm")], "then", [],
+                               [vi("t", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(w_branch, "wb")])
+    other = helper.make_graph([helper.make_node("Identity", ["h"], ["e"], name="else_id")], "else", [],
+                              [vi("e", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Constant", [], ["wc"], name="c", value=numpy_helper.from_array(w_const)),
+             helper.make_node("MatMul", ["x", "wc"], ["h"], name="mm"),
+             helper.make_node("If", ["flag"], ["y"], name="If_0", then_branch=branch, else_branch=other)]
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128]), vi("flag", TensorProto.BOOL, [])],
+                              [vi("y", TensorProto.FLOAT, ["B", 128])], [], opset=21)
+    onnx.save(model, tmp_path / "m.onnx")
+    report = quantize_model(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"), QuantConfig(bits=8, group_size=-1))
+    assert len(report.rewritten) == 2
+    assert report.model_bytes_before == 2 * 128 * 128 * 4
+    assert report.model_bytes_before / 4 < report.model_bytes_after < report.model_bytes_before / 3.5  # INT8 + scales
+
+
+def test_shape_inference_sees_no_weight_data(rng, monkeypatch):
+    """Shape inference copies the model it gets: it must get a skeleton without the weights' bytes, so that a model
+    stored inside the protobuf is not held twice; the shapes it finds still reach the model (r below: rank 1)."""
+    from graph_passes.pipeline import with_inferred_shapes
+
+    model = _chain(rng, n_layers=4, width=256)
+    model.graph.node.extend([helper.make_node("ReduceSum", ["h3", "axes"], ["r"], name="sum", keepdims=0)])
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "axes"))
+    seen = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda m, *a, **k: seen.append(m.ByteSize()) or
+                        real(m, *a, **k))
+    out = with_inferred_shapes(model)
+    assert seen and seen[0] < 64 * 1024 < model.ByteSize()  # 4 weights of 256 KiB
+    assert [len(v.type.tensor_type.shape.dim) for v in out.graph.value_info if v.name == "r"] == [1]

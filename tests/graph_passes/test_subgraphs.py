@@ -171,3 +171,41 @@ def test_overridable_weight_read_only_in_a_branch_stays_float_and_an_input(tmp_p
     feeds = {"x": rng.standard_normal((2, 128)).astype(np.float32), "c": np.array(True),
              "w": rng.standard_normal((128, 128)).astype(np.float32)}  # the caller's own weight is the one used
     np.testing.assert_allclose(ort_run(plugin_to_qdq(q), feeds)[0], feeds["x"] @ feeds["w"], rtol=1e-4, atol=1e-4)
+
+
+READERS = {"Add": lambda h, b: h + b, "Relu": lambda h, b: np.maximum(h, 0), "Clip": lambda h, b: np.clip(h, -0.5, 0.5)}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_reader_in_a_branch_stays_there(tmp_path, rng, fmt, reader):
+    """A main-graph MatMul whose only reader (a bias Add, an activation) is inside an If branch: the reader is not
+    folded into the node (the branch's output would lose its producer); the model stays valid and computes the same."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    inputs = {"Add": ["h", "b"], "Relu": ["h"], "Clip": ["h", "lo", "hi"]}[reader]
+    branches = {"then_branch": helper.make_graph([helper.make_node(reader, inputs, ["t"], name="then_reader")],
+                                                 "then", [], [vi("t", TensorProto.FLOAT, None)]),
+                "else_branch": helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")],
+                                                 "else", [], [vi("e", TensorProto.FLOAT, None)])}
+    w, b = sm.weight(rng, 128, 128), (rng.standard_normal(128) * 0.3).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array(np.float32(-0.5), "lo"), numpy_helper.from_array(np.float32(0.5), "hi")]
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                               helper.make_node("If", ["c"], ["y"], name="If_0", **branches)], "g",
+                              [vi("x", TensorProto.FLOAT, ["B", 128]), vi("c", TensorProto.BOOL, [])],
+                              [vi("y", TensorProto.FLOAT, ["B", 128])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path, out = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    onnx.save(model, path)
+    report = quantize_model(str(path), str(out), QuantConfig(bits=8, group_size=-1, format=fmt))
+    assert [r.node for r in report.rewritten] == ["mm"] and report.rewritten[0].activation == "none"
+    q = onnx.load(out)
+    onnx.checker.check_model(q, full_check=True)
+    x = rng.standard_normal((3, 128)).astype(np.float32)
+    runnable = plugin_to_qdq(q) if fmt == "plugin" else q
+    got = ort_run(runnable, {"x": x, "c": np.array(True)})[0].astype(np.float64)
+    ref = READERS[reader](x.astype(np.float64) @ w, b)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 0.02

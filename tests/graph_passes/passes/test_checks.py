@@ -101,6 +101,7 @@ def test_overridable_weight_stays_float_and_an_input(tmp_path, rng, fmt):
     report, _ = _quantize(tmp_path, str(path), format=fmt, group_size=64)
     [skip] = report.skipped
     assert skip.node == "fc2" and skip.reason == "weight is an overridable graph input"
+    assert "remove it from the graph inputs" in skip.detail  # how to quantize it all the same
     assert [r.node for r in report.rewritten] == ["fc1"]
     out = onnx.load(tmp_path / "out.onnx")
     assert [i.name for i in out.graph.input] == ["w2", "x"] and "w2" in {t.name for t in out.graph.initializer}
@@ -110,3 +111,24 @@ def test_overridable_weight_stays_float_and_an_input(tmp_path, rng, fmt):
     a = models.ort_run(runnable, feeds)[0]
     b = models.ort_run(runnable, {**feeds, "w2": np.zeros(w2.dims, np.float32)})[0]
     assert np.abs(a).max() > 0 and not np.abs(b).any()
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_initializers_listed_as_inputs_in_ir3_are_constants(tmp_path, rng, fmt):
+    """IR version 3 requires every initializer to be a graph input; ONNX Runtime treats them as constants there (IR
+    >= 4 only makes such an input overridable). So they are quantized, and the model's inputs are its real ones."""
+    model = models.mlp(rng, opset=9)
+    model.ir_version = 3
+    for t in model.graph.initializer:
+        model.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    onnx.checker.check_model(model)
+    path = _save(tmp_path, model)
+    report, _ = _quantize(tmp_path, str(path), format=fmt, group_size=64)
+    assert sorted(r.node for r in report.rewritten) == ["fc1", "fc2"] and not report.skipped
+    out = onnx.load(tmp_path / "out.onnx")
+    onnx.checker.check_model(out, full_check=True)
+    assert [i.name for i in out.graph.input] == ["x"]
+    runnable = out if fmt == "qdq" else __import__("graph_passes.compare", fromlist=["x"]).plugin_to_qdq(out)
+    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    y, ref = models.ort_run(runnable, {"x": x})[0], models.ort_run(model, {"x": x})[0]
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.2  # two INT4 g64 layers

@@ -111,6 +111,45 @@ def test_transpose_perms(rng):
     assert "perm [0, 2, 1]" in skips["mm"].detail
 
 
+
+def test_weight_behind_identity(rng):
+    """torch.onnx writes a tied or repeated parameter as Identity(initializer): the weight is still that constant,
+    and the Identity does not change its identity (nodes reading it directly share its packed copy)."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Identity", ["w"], ["w_id"], name="id"),
+             helper.make_node("Transpose", ["w_id"], ["w_t"], name="t"),
+             helper.make_node("Identity", ["w_t"], ["w_t_id"], name="id_t"),
+             helper.make_node("MatMul", ["x", "w"], ["a"], name="direct"),
+             helper.make_node("MatMul", ["x", "w_id"], ["b"], name="behind_identity"),
+             helper.make_node("MatMul", ["x", "w_t_id"], ["c"], name="transposed")]
+    model = models.make_model(nodes, [vi("x", TensorProto.FLOAT, ["B", 128])],
+                              [vi(n, TensorProto.FLOAT, ["B", 128]) for n in "abc"],
+                              [numpy_helper.from_array(models.weight(rng, 128, 128), "w")])
+    matches, skips = _find(model)
+    assert not skips and set(matches) == {"direct", "behind_identity", "transposed"}
+    assert matches["behind_identity"].key("fp16") == matches["direct"].key("fp16")
+    assert matches["transposed"].chain == (("Transpose",),)
+    assert np.array_equal(matches["behind_identity"].load_weight(None), _init(model, "w"))
+    assert np.array_equal(matches["transposed"].load_weight(None), _init(model, "w").T)
+
+
+def test_unnamed_nodes_are_named_by_their_output(rng):
+    """Exporters may leave node names empty: reports and --include / --exclude then name a node by its op and output
+    tensor (unique in its graph), not by an empty string."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    model = models.make_model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                               helper.make_node("MatMul", ["h", "w"], ["y"])],
+                              [vi("x", TensorProto.FLOAT, ["B", 128])], [vi("y", TensorProto.FLOAT, ["B", 128])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 128), "w")])
+    matches, _ = find_linear_layers(gs.import_onnx(model), QuantConfig())
+    assert sorted(m.ref.name for m in matches) == ["MatMul:h", "MatMul:y"]
+    matches, skips = find_linear_layers(gs.import_onnx(model), QuantConfig(exclude=("MatMul:y$",)))
+    assert [m.ref.name for m in matches] == ["MatMul:h"] and [s.ref.name for s in skips] == ["MatMul:y"]
+
 def test_subgraph_nodes_are_found_with_their_path_and_share_keys(rng):
     import subgraph_models as sm
 

@@ -165,6 +165,27 @@ def test_bf16_graph(rng):
     assert np.all(np.abs(y.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + 1e-30)
 
 
+
+def test_bf16_graph_with_declared_intermediate_and_relu(rng):
+    """Exporters declare intermediate tensors (value_info); onnx-graphsurgeon keeps a bf16 one's dtype as the ONNX
+    enum (numpy has no bf16), which the epilogue fusion must read as a dtype too."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from onnx import TensorProto, helper
+
+    w = models.weight(rng, 128, 64).astype(ml_dtypes.bfloat16)
+    vi = helper.make_tensor_value_info
+    model = models.make_model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                               helper.make_node("Relu", ["h"], ["y"], name="relu")],
+                              [vi("x", TensorProto.BFLOAT16, ["B", 128])], [vi("y", TensorProto.BFLOAT16, ["B", 64])],
+                              [numpy_helper.from_array(w, "w")], opset=21)
+    model.graph.value_info.append(vi("h", TensorProto.BFLOAT16, ["B", 64]))
+    out, report = models.run_pass(model, bits=8, group_size=-1)
+    assert _ops(out) == ["WeightOnlyLinear"] and report.rewritten[0].activation == "relu"
+    x = rng.standard_normal((3, 128)).astype(ml_dtypes.bfloat16)
+    y = models.ref_run(out, {"x": x})[0].astype(np.float64)
+    ref = np.maximum(x.astype(np.float64) @ quantize_rtn(w.astype(np.float32), 8, -1, False, "bf16").dequantize(), 0)
+    assert np.all(np.abs(y - ref) <= 2.0**-8 * np.abs(ref) + 1e-30)
+
 def test_progress_bar_on_stderr(rng, capsys):
     models.run_pass(models.mlp(rng), progress=True)
     err = capsys.readouterr().err
