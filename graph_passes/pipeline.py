@@ -203,6 +203,10 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
                          notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
+    if config.smooth_alpha is not None or METHODS.get(config.method).needs_calibration:
+        from graph_passes.passes.scopes import unique_value_names
+
+        unique_value_names(model)  # calibration and smoothing find activations by name
     if config.smooth_alpha is not None:
         from graph_passes.smoothing import smooth_model
 
