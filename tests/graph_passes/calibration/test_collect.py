@@ -130,6 +130,25 @@ def test_collect_reaches_a_loop_body_whose_input_grows(rng):
     np.testing.assert_allclose(st.abs_mean, np.abs(rows).mean(axis=0), rtol=1e-4)
 
 
+def test_combined_row_sample_follows_each_part_share_of_rows(rng):
+    """Pooling the statistics of activations read through one weight (a merged decoder's two branches): the row
+    sample for AWQ's search draws from each part in proportion to its rows, as one uniform sample of all rows
+    would, and keeps at most max_rows; sums and counts add up."""
+    a, b = (TensorStats(8, gram=True, max_rows=256, seed=s) for s in (0, 1))
+    xa = rng.standard_normal((5000, 8)).astype(np.float32)
+    xb = rng.standard_normal((500, 8)).astype(np.float32) + 100.0
+    a.update(xa)
+    b.update(xb)
+    c = TensorStats.combine([a, b])
+    assert c.n_rows == 5500 and c.rows.shape == (256, 8)
+    from_b = int((c.rows[:, 0] > 50).sum())
+    assert abs(from_b - 256 * 500 / 5500) <= 1, from_b
+    assert set(map(bytes, c.rows[c.rows[:, 0] > 50])) <= set(map(bytes, xb))
+    rows = np.concatenate([xa, xb]).astype(np.float64)
+    np.testing.assert_allclose(c.gram, rows.T @ rows, rtol=1e-6)
+    np.testing.assert_allclose(c.abs_mean, np.abs(rows).mean(axis=0), rtol=1e-6)
+
+
 def test_plan_passes():
     assert plan_passes({"a": 5, "b": 5, "c": 20, "d": 1}, 10) == [["a", "b"], ["c"], ["d"]]
 
