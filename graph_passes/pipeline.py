@@ -111,6 +111,32 @@ def outputs_for(model_path: str, force: bool) -> Outputs:
 
 
 # -------------------------------------------------------------------------------------------------------- the jobs
+def _convert_function(function, version: int):
+    """``function`` (a model-local FunctionProto) with its default-domain body converted to opset ``version``, as
+    the model around it: a function importing another version than its model is invalid (onnx.checker) when one of
+    its ops changed in between (torch_lib's Constant, CastLike). Unchanged when it cannot be converted."""
+    import onnx
+    from onnx import helper
+
+    current = next((o.version for o in function.opset_import if o.domain in ("", "ai.onnx")), None)
+    if current is None or current >= version:
+        return function
+    graph = helper.make_graph(list(function.node), function.name, [onnx.ValueInfoProto(name=n) for n in function.input],
+                              [onnx.ValueInfoProto(name=n) for n in function.output])
+    try:
+        body = onnx.version_converter.convert_version(helper.make_model(graph, opset_imports=function.opset_import),
+                                                      version)
+    except Exception:  # noqa: BLE001 - kept as it was: ONNX Runtime and TensorRT run it with its own imports
+        return function
+    out = onnx.FunctionProto()
+    out.CopyFrom(function)
+    del out.node[:]
+    out.node.extend(body.graph.node)
+    del out.opset_import[:]
+    out.opset_import.extend(body.opset_import)
+    return out
+
+
 def _prepare_opset(model, config: QuantConfig, report: QuantReport):
     """Both formats are written with default-domain opset >= 21: Q/DQ needs it (block_size, INT4), and the
     plugin format's Q/DQ twin (graph_passes.compare) too. Older models are converted; when the converter fails, a
@@ -133,7 +159,7 @@ def _prepare_opset(model, config: QuantConfig, report: QuantReport):
         raise UserError(f"--format qdq needs opset >= {QDQ_OPSET}; converting the model from opset {current} "
                         f"failed: {_first_line(exc)}") from None
     if not converted.functions:  # the converter drops model-local functions (torch 2's aten_* activations)
-        converted.functions.extend(model.functions)
+        converted.functions.extend(_convert_function(f, QDQ_OPSET) for f in model.functions)
     report.notes.append(f"converted the model from opset {current} to {QDQ_OPSET}")
     return _keep_interface(model, converted)
 
@@ -249,6 +275,10 @@ def quantize_model(model_path: str, output_path: str | None, config: QuantConfig
     report = QuantReport(model=model_path, output=output_path, config=_config_dict(config),
                          notes=tensorrt_notes(config))
     report.model_bytes_before = _initializer_bytes(model)
+    if config.smooth_alpha is not None or METHODS.get(config.method).needs_calibration:
+        from graph_passes.passes.scopes import unique_value_names
+
+        unique_value_names(model)  # calibration and smoothing find activations by name
     if config.smooth_alpha is not None:
         from graph_passes.smoothing import smooth_model
 

@@ -58,6 +58,7 @@ def smooth_model(model, config, feeds: list[dict], alpha: float):
     from graph_passes.calibration.stats import TensorStats
     from graph_passes.passes._common import NameScope
     from graph_passes.passes.match import find_linear_layers
+    from graph_passes.passes.scopes import hoist_shared_initializers
 
     if not 0.0 <= alpha <= 1.0:
         raise UserError(f"--smooth-alpha {alpha}: must be in [0, 1]")
@@ -91,6 +92,7 @@ def smooth_model(model, config, feeds: list[dict], alpha: float):
             multiply_input(graph, readers[0].x, [m.node for m in readers], 1.0 / s, names, dtype, "smooth")
             tensors += 1
     out = gs.export_onnx(graph.cleanup().toposort(), do_type_check=False)
+    hoist_shared_initializers(out)  # gs writes a constant into every body reading it: one weight stays one
     out.ir_version = model.ir_version
     del out.opset_import[:]
     out.opset_import.extend(model.opset_import)

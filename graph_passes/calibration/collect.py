@@ -84,9 +84,10 @@ def _scope_path(graph, name: str) -> list | None:
 def _expose(model, tensors: dict[str, int], dtypes: dict) -> dict[str, str]:
     """Makes every tensor of ``tensors`` ({name: channels K}) an output of ``model``'s main graph (ModelProto,
     changed in place): {name: output name}. A tensor defined inside an If branch, a Loop or a Scan body leaves it
-    as a new output of the body (for a Loop / Scan a scan output: the values of every iteration, stacked) and of
-    the node, up to the main graph; the other branch of an If gives an empty [0, K] tensor of ``dtypes[name]``
-    (numpy dtype, default float32). A tensor behind any other node with a body is left out."""
+    as a new output of the body (for a Scan a scan output: the values of every iteration, stacked; for a Loop a
+    carried value gathering them, :func:`_accumulate`) and of the node, up to the main graph; the other branch of an
+    If gives an empty [0, K] tensor of ``dtypes[name]`` (numpy dtype, default float32). A tensor behind any other
+    node with a body is left out."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -111,12 +112,16 @@ def _expose(model, tensors: dict[str, int], dtypes: dict) -> dict[str, str]:
         dtype = np.dtype(dtypes.get(name, np.float32))
         elem = helper.np_dtype_to_tensor_dtype(dtype)
         current = name
-        for node, attr, body in reversed(path):
+        parents = [model.graph, *(body for _, _, body in path)]
+        for depth, (node, attr, body) in reversed(list(enumerate(path))):
             outs = len(body.output) - (node.op_type == "Loop")  # a Loop body's first output is the condition
             if node.op_type not in ("If", "Loop", "Scan") or len(node.output) > outs:
                 current = None
                 break
             node.output.extend(fresh(f"{node.name or node.op_type}_unused") for _ in range(outs - len(node.output)))
+            if node.op_type == "Loop":
+                current = _accumulate(node, body, parents[depth], current, k, dtype, fresh)
+                continue
             body.output.append(helper.make_tensor_value_info(current, elem, None))
             if node.op_type == "If":
                 other = next(g for a, g in _subgraphs(node) if a != attr)
@@ -135,6 +140,33 @@ def _expose(model, tensors: dict[str, int], dtypes: dict) -> dict[str, str]:
             model.graph.output.append(onnx.ValueInfoProto(name=current))
             known.add(current)
         out[name] = current
+    return out
+
+
+def _accumulate(loop, body, parent, name: str, k: int, dtype, fresh) -> str:
+    """A new carried value of ``loop`` (in graph ``parent``) gathering the rows [-1, K] of ``name`` (made in its
+    ``body``) over the iterations, Concat after Concat, which holds when the shape of ``name`` changes from one
+    iteration to the next (a scan output would need one shape); the name of the loop's output holding them."""
+    from onnx import helper, numpy_helper
+
+    elem = helper.np_dtype_to_tensor_dtype(dtype)
+    carried = len(loop.input) - 2
+    first, shape = fresh(f"{name}_rows_init"), fresh(f"{name}_rows_shape")
+    rows_in, flat, rows_out, out = (fresh(f"{name}_{s}") for s in ("rows_in", "rows", "rows_out", "calib"))
+    parent.initializer.append(numpy_helper.from_array(np.zeros((0, k), dtype), first))
+    body.initializer.append(numpy_helper.from_array(np.array([-1, k], np.int64), shape))
+    body.node.extend([helper.make_node("Reshape", [name, shape], [flat], name=flat),
+                      helper.make_node("Concat", [rows_in, flat], [rows_out], name=rows_out, axis=0)])
+    loop.input.append(first)
+    body.input.append(helper.make_tensor_value_info(rows_in, elem, None))
+    body_outputs = list(body.output)
+    body_outputs.insert(1 + carried, helper.make_tensor_value_info(rows_out, elem, None))
+    del body.output[:]
+    body.output.extend(body_outputs)
+    node_outputs = list(loop.output)
+    node_outputs.insert(carried, out)
+    del loop.output[:]
+    loop.output.extend(node_outputs)
     return out
 
 

@@ -38,12 +38,18 @@ class TensorStats:
 
     @classmethod
     def combine(cls, parts: list["TensorStats"]) -> "TensorStats":
-        """The statistics of the rows of all ``parts`` together (same K): sums added, row samples concatenated (each
-        part's own sample; the one part itself when there is only one)."""
+        """The statistics of the rows of all ``parts`` together (same K): sums added; the row sample takes from each
+        part's sample in proportion to the part's rows (up to the parts' largest max_rows), as a uniform sample of
+        all the rows would; the one part itself when there is only one."""
         if len(parts) == 1:
             return parts[0]
         grams = [p.gram for p in parts if p.gram is not None]
-        rows = [p.rows for p in parts if p.rows is not None]
+        total = sum(p.n_rows for p in parts)
+        keep = min(total, max(p.max_rows for p in parts))
+        rng = np.random.default_rng(0)
+        rows = [p.rows[np.sort(rng.choice(len(p.rows), min(len(p.rows), round(keep * p.n_rows / total)),
+                                          replace=False))]
+                for p in parts if p.rows is not None and total]
         out = cls(parts[0].k, gram=False)
         out.n_rows = sum(p.n_rows for p in parts)
         out._abs_sum = sum(p._abs_sum for p in parts)

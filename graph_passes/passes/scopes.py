@@ -4,6 +4,7 @@ onnx-graphsurgeon exports a constant as an initializer of every graph whose node
 the two branches of an If (an LLM exporter's merged decoder: with-past and without-past branches reading the same
 initializers) comes out twice, packed or not. :func:`hoist_shared_initializers` keeps one copy in the main graph,
 from where subgraphs read it as an outer-scope value, when every copy is the same tensor (same name, same bytes).
+:func:`unique_value_names` gives the tensors that sibling subgraphs compute under one name names of their own.
 """
 
 from __future__ import annotations
@@ -59,3 +60,53 @@ def hoist_shared_initializers(model) -> int:
             g.initializer.extend(kept)
             removed += 1
     return removed
+
+
+def _rename(graph, names: dict[str, str]) -> None:
+    """Every use and definition of ``names`` in ``graph`` and its subgraphs (no subgraph redefines them)."""
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        vi.name = names.get(vi.name, vi.name)
+    for node in graph.node:
+        node.input[:] = [names.get(n, n) for n in node.input]
+        node.output[:] = [names.get(n, n) for n in node.output]
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+                _rename(g, names)
+
+
+def unique_value_names(model) -> int:
+    """Renames the values (node outputs, body inputs) that a subgraph defines under a name another graph of the model
+    defines too, legal in sibling subgraphs (optimum's merged decoder runs the same tensor names in both If
+    branches), so that a name says which tensor it is: the calibration finds activations by name. ModelProto
+    changed in place; returns how many were renamed. Initializers keep their names."""
+    everything = set()
+    for g in all_graphs(model.graph):
+        everything.update(_names(g))
+        everything.update(o.name for o in g.output)
+    seen = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | \
+        {o for n in model.graph.node for o in n.output}
+    renamed = 0
+
+    def fresh(base: str) -> str:
+        i = 1
+        while f"{base}_{i}" in everything:
+            i += 1
+        everything.add(f"{base}_{i}")
+        return f"{base}_{i}"
+
+    def visit(graph) -> None:
+        nonlocal renamed
+        for node in graph.node:
+            for a in node.attribute:
+                for body in ([a.g] if a.HasField("g") else list(a.graphs)):
+                    values = [i.name for i in body.input] + [o for n in body.node for o in n.output if o]
+                    names = {v: fresh(v) for v in dict.fromkeys(values) if v in seen}
+                    if names:
+                        _rename(body, names)
+                        renamed += len(names)
+                    seen.update(names.get(v, v) for v in values)
+                    seen.update(t.name for t in body.initializer)
+                    visit(body)
+
+    visit(model.graph)
+    return renamed

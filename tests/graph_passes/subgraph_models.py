@@ -71,3 +71,32 @@ def merged_decoder(rng, gemm_in_else: bool = True):
 LINEARS = ["If_0/else_branch/else_fc1", "If_0/else_branch/else_fc2", "If_0/then_branch/If_inner/else_branch/"
            "inner_else_proj", "If_0/then_branch/If_inner/then_branch/inner_then_proj", "If_0/then_branch/then_fc1",
            "If_0/then_branch/then_fc2", "lm_head"]
+
+
+def merged_decoder_same_names(rng, distinct: bool = False):
+    """x [B, S, K], use_cache_branch -> If_0 -> y [B, S, K], as optimum's merge_decoders writes a merged decoder: both
+    branches run the same nodes under the same node and tensor names (xs = x * c, h = xs @ w1, a = Relu(h),
+    y = a @ w2), reading w1 and w2 from the main graph, each with its own scalar initializer c (1 in the then
+    branch, 3 in the else branch). ``distinct``: the else branch's tensors are named apart (e_xs, ...), nothing else
+    changes."""
+    vi = helper.make_tensor_value_info
+    w1, w2 = weight(rng, K, HIDDEN), weight(rng, HIDDEN, K)
+
+    def branch(name, scale, p=""):
+        nodes = [helper.make_node("Mul", ["x", "c"], [f"{p}xs"], name="scale"),
+                 helper.make_node("MatMul", [f"{p}xs", "w1"], [f"{p}h"], name="fc1"),
+                 helper.make_node("Relu", [f"{p}h"], [f"{p}a"], name="act"),
+                 helper.make_node("MatMul", [f"{p}a", "w2"], [f"{p}y"], name="fc2")]
+        return helper.make_graph(nodes, name, [], [vi(f"{p}y", TensorProto.FLOAT, None)],
+                                 initializer=[numpy_helper.from_array(np.float32(scale), "c")])
+
+    nodes = [helper.make_node("If", ["use_cache_branch"], ["y"], name="If_0", then_branch=branch("with_past", 1.0),
+                              else_branch=branch("no_past", 3.0, "e_" if distinct else ""))]
+    graph = helper.make_graph(nodes, "merged_decoder",
+                              [vi("x", TensorProto.FLOAT, ["B", "S", K]), vi("use_cache_branch", TensorProto.BOOL, [])],
+                              [vi("y", TensorProto.FLOAT, ["B", "S", K])],
+                              initializer=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    return model

@@ -321,3 +321,37 @@ def test_shape_inference_sees_no_weight_data(rng, monkeypatch):
     out = with_inferred_shapes(model)
     assert seen and seen[0] < 64 * 1024 < model.ByteSize()  # 4 weights of 256 KiB
     assert [len(v.type.tensor_type.shape.dim) for v in out.graph.value_info if v.name == "r"] == [1]
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_local_functions_are_converted_with_the_model(rng, fmt):
+    """A model-local function of an opset-18 model using ops whose schema changed before opset 21 (torch_lib's
+    aten_gelu: Constant and CastLike) is converted along with the model: the output passes onnx.checker, whose
+    function check refuses a function importing opset 18 in a model of opset 21, and computes what it did."""
+    from graph_passes.compare import plugin_to_qdq
+
+    domain = "pkg.onnxscript.torch_lib"
+    mk = helper.make_node
+
+    def const(name, v):
+        return [mk("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.float32))),
+                mk("CastLike", [name, "self"], [f"{name}_c"])]
+
+    body = [*const("sqrt2", 1.4142135623730951), mk("Div", ["self", "sqrt2_c"], ["d"]), mk("Erf", ["d"], ["e"]),
+            *const("one", 1.0), mk("Add", ["e", "one_c"], ["a"]), mk("Mul", ["self", "a"], ["m"]),
+            *const("half", 0.5), mk("Mul", ["half_c", "m"], ["ret"])]
+    gelu = helper.make_function(domain, "aten_gelu", ["self"], ["ret"], body, [helper.make_opsetid("", 18)])
+    model = models.conv(rng, opset=18)
+    model.graph.node[0].output[0] = "c"
+    model.graph.node.append(mk("aten_gelu", ["c"], ["y"], name="gelu", domain=domain))
+    model.opset_import.append(helper.make_opsetid(domain, 1))
+    model.functions.append(gelu)
+    onnx.checker.check_model(model, full_check=True)
+    out, report = models.run_pass(model, bits=8, group_size=-1, format=fmt)
+    assert [r.node for r in report.rewritten] == ["conv"]
+    assert [f.name for f in out.functions] == ["aten_gelu"]
+    onnx.checker.check_model(out, full_check=fmt == "qdq")
+    x = rng.standard_normal((2, 64, 9, 11)).astype(np.float32)
+    y = models.ort_run(plugin_to_qdq(out) if fmt == "plugin" else out, {"x": x})[0].astype(np.float64)
+    y0 = models.ort_run(model, {"x": x})[0].astype(np.float64)
+    assert np.linalg.norm(y - y0) <= 0.02 * np.linalg.norm(y0)  # INT8 per channel

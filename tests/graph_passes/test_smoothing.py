@@ -91,6 +91,34 @@ def test_smoothing_inside_if_branches_and_of_shared_weights(rng):
         assert np.linalg.norm(y1 - y0) < 1e-5 * np.linalg.norm(y0)
 
 
+def test_smoothed_merged_decoder_packs_each_shared_weight_once(rng):
+    """A weight that both If branches read (w1, and w3 of the nested If) is smoothed into one constant, and the W8A8
+    model built from the smoothed graph packs it once, as it does without smoothing: the smoothed graph holds each
+    scaled weight once, in the scope where every reader sees it."""
+    import subgraph_models
+
+    model = subgraph_models.merged_decoder(rng)
+    feeds = [{"x": rng.standard_normal((1, 8, 128)).astype(np.float32), "use_cache_branch": np.array(i % 2 == 0)}
+             for i in range(4)]
+    config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=0.5)
+    smoothed, _ = smooth_model(model, config, feeds, 0.5)
+    inits = [t.name for g in all_graphs(smoothed.graph) for t in g.initializer]
+    assert sorted(n for n in inits if n.endswith("_smoothed")) == ["w1_smoothed", "w2_smoothed", "w3_smoothed",
+                                                                    "wl_smoothed"], inits
+
+    def packed(m):
+        return sorted(t.name for g in all_graphs(m.graph) for t in g.initializer if t.name.endswith("_packed"))
+
+    plain, _ = models.run_pass(model, bits=8, group_size=-1, act_mode="w8a8")
+    out, _ = models.run_pass(smoothed, bits=8, group_size=-1, act_mode="w8a8")
+    assert len(packed(out)) == len(packed(plain)) == 5, (packed(out), packed(plain))
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 5, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        y0 = models.ort_run(model, feed)[0].astype(np.float64)
+        y1 = models.ort_run(smoothed, feed)[0].astype(np.float64)
+        assert np.linalg.norm(y1 - y0) < 1e-5 * np.linalg.norm(y0)
+
+
 def test_smoothing_keeps_the_float_function(rng):
     model = _outlier_mlp(rng)
     config = QuantConfig(bits=8, group_size=-1, act_mode="w8a8", smooth_alpha=0.5)

@@ -222,3 +222,49 @@ def test_calibration_of_a_branch_no_sample_takes(rng, tmp_path, capsys):
         assert len(report["rewritten"]) == 7, report
         assert "calibration: no sample reaches else_h2f; the linears reading it are quantized with rtn" \
             in report["notes"], report["notes"]
+
+
+def _packed_values(path) -> list[bytes]:
+    model = onnx.load(path)
+    return sorted(t.SerializeToString().replace(t.name.encode(), b"") for g in _graphs(model.graph)
+                  for t in g.initializer if t.name.endswith(("_packed", "_scales")))
+
+
+def _graphs(graph):
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+                yield from _graphs(g)
+
+
+@pytest.mark.parametrize("options", [("--method", "awq", "--bits", "4", "--group-size", "32"),
+                                     ("--method", "gptq", "--bits", "4", "--group-size", "32"),
+                                     ("--bits", "8", "--group-size", "-1", "--act-mode", "w8a8", "--smooth-alpha",
+                                      "0.5")], ids=["awq", "gptq", "smooth"])
+def test_merged_decoder_whose_branches_use_the_same_names(rng, tmp_path, capsys, options):
+    """optimum's merged decoder runs the same tensor names in both If branches. Calibration keeps them apart: the
+    output is a valid model, and it holds the very weights of the same model with the else branch's tensors named
+    apart (each branch's rows count, where they are, for the shared weights)."""
+    import subgraph_models
+
+    seed = int(rng.integers(1 << 30))
+    paths = {}
+    for distinct in (False, True):
+        paths[distinct] = tmp_path / f"merged_{distinct}.onnx"
+        onnx.save(subgraph_models.merged_decoder_same_names(np.random.default_rng(seed), distinct), paths[distinct])
+    gain = np.ones(128, np.float32)
+    gain[:4] = 20.0
+    np.savez(tmp_path / "calib.npz", x=(rng.standard_normal((6, 1, 8, 128)) * gain).astype(np.float32),
+             use_cache_branch=np.arange(6) % 2 == 0)
+    for distinct, path in paths.items():
+        assert main(["quantize", str(path), "-o", str(tmp_path / f"q_{distinct}.onnx"), "-q", "--calib-data",
+                     str(tmp_path / "calib.npz"), *options]) == 0, capsys.readouterr().err
+    out = onnx.load(tmp_path / "q_False.onnx")
+    onnx.checker.check_model(out, full_check=True)
+    assert _packed_values(tmp_path / "q_False.onnx") == _packed_values(tmp_path / "q_True.onnx")
+    for flag in (True, False):
+        feed = {"x": (rng.standard_normal((2, 5, 128)) * gain).astype(np.float32),
+                "use_cache_branch": np.array(flag)}
+        ref = ort_run(onnx.load(paths[False]), feed)[0]
+        assert _cosine(ref, ort_run(plugin_to_qdq(out), feed)[0]) > 0.95

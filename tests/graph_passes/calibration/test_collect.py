@@ -97,6 +97,58 @@ def test_collect_reaches_if_branches_and_loop_bodies(rng):
         np.testing.assert_allclose(st.abs_mean, np.abs(rows).mean(axis=0), rtol=1e-4)
 
 
+def test_collect_reaches_a_loop_body_whose_input_grows(rng):
+    """A Loop body whose linear reads the carried c [t, K] that grows each iteration (c <- concat(c, tanh(c @ W))), as
+    a generation loop without a cache does: the iterations' rows are gathered although their shapes differ (a scan
+    output would need one shape), and the model runs as it did."""
+    vi = helper.make_tensor_value_info
+    mk = helper.make_node
+    k = 64
+    wl = (rng.standard_normal((k, k)) / np.sqrt(k)).astype(np.float32)
+    body = helper.make_graph([mk("Identity", ["cond_in"], ["cond_out"], name="keep"),
+                              mk("MatMul", ["c_in", "wl"], ["c_mm"], name="loop_mm"),
+                              mk("Tanh", ["c_mm"], ["t"], name="loop_tanh"),
+                              mk("Concat", ["c_in", "t"], ["c_out"], name="grow", axis=0)], "body",
+                             [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+                              vi("c_in", TensorProto.FLOAT, None)],
+                             [vi("cond_out", TensorProto.BOOL, []), vi("c_out", TensorProto.FLOAT, None)])
+    model = make_model([mk("Loop", ["trips", "", "x"], ["c"], name="loop", body=body)],
+                       [vi("x", TensorProto.FLOAT, ["S", k])], [vi("c", TensorProto.FLOAT, ["N", k])],
+                       [numpy_helper.from_array(wl, "wl"), numpy_helper.from_array(np.array(3, np.int64), "trips")])
+    xs = [rng.standard_normal((s, k)).astype(np.float32) for s in (2, 5)]
+    data = collect(model, {"c_in": k}, [{"x": x} for x in xs], max_rows=0)
+    rows = []
+    for x in xs:
+        c = x.astype(np.float64)
+        for _ in range(3):
+            rows.append(c)
+            c = np.concatenate([c, np.tanh(c @ wl)])
+    rows = np.concatenate(rows)
+    st = data.stats["c_in"]
+    assert st.n_rows == rows.shape[0] == (2 + 5) * (1 + 2 + 4)
+    np.testing.assert_allclose(st.gram, rows.T @ rows, rtol=1e-4, atol=1e-4 * np.abs(rows.T @ rows).max())
+    np.testing.assert_allclose(st.abs_mean, np.abs(rows).mean(axis=0), rtol=1e-4)
+
+
+def test_combined_row_sample_follows_each_part_share_of_rows(rng):
+    """Pooling the statistics of activations read through one weight (a merged decoder's two branches): the row
+    sample for AWQ's search draws from each part in proportion to its rows, as one uniform sample of all rows
+    would, and keeps at most max_rows; sums and counts add up."""
+    a, b = (TensorStats(8, gram=True, max_rows=256, seed=s) for s in (0, 1))
+    xa = rng.standard_normal((5000, 8)).astype(np.float32)
+    xb = rng.standard_normal((500, 8)).astype(np.float32) + 100.0
+    a.update(xa)
+    b.update(xb)
+    c = TensorStats.combine([a, b])
+    assert c.n_rows == 5500 and c.rows.shape == (256, 8)
+    from_b = int((c.rows[:, 0] > 50).sum())
+    assert abs(from_b - 256 * 500 / 5500) <= 1, from_b
+    assert set(map(bytes, c.rows[c.rows[:, 0] > 50])) <= set(map(bytes, xb))
+    rows = np.concatenate([xa, xb]).astype(np.float64)
+    np.testing.assert_allclose(c.gram, rows.T @ rows, rtol=1e-6)
+    np.testing.assert_allclose(c.abs_mean, np.abs(rows).mean(axis=0), rtol=1e-6)
+
+
 def test_plan_passes():
     assert plan_passes({"a": 5, "b": 5, "c": 20, "d": 1}, 10) == [["a", "b"], ["c"], ["d"]]
 

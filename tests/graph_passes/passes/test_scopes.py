@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_passes.passes.scopes import hoist_shared_initializers
+from graph_passes.passes.scopes import all_graphs, hoist_shared_initializers, unique_value_names
 
 
 def _model(values_a, values_b, main_uses_w=False):
@@ -48,3 +48,25 @@ def test_different_tensors_or_taken_names_stay(rng):
     for model in (_model(w, w + 1), _model(w, w.copy(), main_uses_w=True)):
         before = _inits(model)
         assert hoist_shared_initializers(model) == 0 and _inits(model) == before
+
+
+def test_unique_value_names_keeps_the_function(rng):
+    """Both If branches compute xs, h, a, y under the same names, y also the If's output (optimum's merged decoder):
+    the else branch's four and the then branch's y get names of their own, initializers keep theirs, and the model
+    computes what it did in either branch."""
+    import subgraph_models
+    from woq_models import ort_run
+
+    model = subgraph_models.merged_decoder_same_names(rng)
+    renamed = onnx.ModelProto()
+    renamed.CopyFrom(model)
+    assert unique_value_names(renamed) == 5
+    onnx.checker.check_model(renamed, full_check=True)
+    values = [o for g in all_graphs(renamed.graph) for n in g.node for o in n.output]
+    assert len(values) == len(set(values)), values
+    assert [[t.name for t in g.initializer] for g in all_graphs(renamed.graph)] == \
+        [[t.name for t in g.initializer] for g in all_graphs(model.graph)]
+    for flag in (True, False):
+        feed = {"x": rng.standard_normal((2, 5, 128)).astype(np.float32), "use_cache_branch": np.array(flag)}
+        np.testing.assert_array_equal(ort_run(renamed, feed)[0], ort_run(model, feed)[0])
+    assert unique_value_names(renamed) == 0
