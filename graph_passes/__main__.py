@@ -256,14 +256,15 @@ def add_build_arguments(p) -> None:
 def cmd_twin(args) -> int:
     """Write the ONNX-Runtime-runnable twin of a plugin-format model, to evaluate it with any harness.
 
-    Every WeightOnlyLinear node becomes its weight + MatMul (+ Add for the bias): INT8 / INT4 as DequantizeLinear of
-    the packed integers (opset 21), FP6 as the dequantized float weight (ONNX has no FP6 type). The twin computes with
-    exactly what the packed file holds; compare runs the same twin.
+    Every WeightOnlyLinear node becomes its weight + MatMul (+ Add for the bias), every WeightOnlyConv node its
+    weight + Conv: INT8 / INT4 as DequantizeLinear of the packed integers (opset 21), FP6 as the dequantized float
+    weight (ONNX has no FP6 type). The twin computes with exactly what the packed file holds; compare runs the same
+    twin.
     """
     from graph_passes.compare import write_twin
 
     count = write_twin(args.quantized, args.output, force=args.force)
-    print(f"twin: {count} WeightOnlyLinear node(s) replaced; wrote {args.output}")
+    print(f"twin: {count} WeightOnlyLinear / WeightOnlyConv node(s) replaced; wrote {args.output}")
     return 0
 
 

@@ -453,7 +453,8 @@ def write_twin(quantized_path: str, output_path: str, *, force: bool = False) ->
     outputs.add(output_path, "twin model", "choose another output path (-o)")
     count = sum(_is_plugin(n) for g in all_graphs(model.graph) for n in g.node)
     if not count:
-        raise UserError(f"{quantized_path}: has no {DOMAIN}::{OP_TYPE} node; it runs in ONNX Runtime as it is")
+        raise UserError(f"{quantized_path}: has no {DOMAIN}::{OP_TYPE} or {CONV_OP_TYPE} node; it runs in ONNX "
+                        "Runtime as it is")
     if data_files:
         from onnx.external_data_helper import load_external_data_for_model
 

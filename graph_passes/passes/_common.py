@@ -39,6 +39,11 @@ class NameScope:
         self.used.add(name)
         return name
 
+    def replacing(self, node, fallback: str) -> str:
+        """The name of the node that takes ``node``'s place: ``node``'s own (it leaves the graph, and users find
+        their layer by it in reports and engines), else a new one from ``fallback``."""
+        return node.name or self(fallback)
+
 
 class QuantizeOnce:
     """Quantizes each distinct weight (match.key) once with the configured method and weight format; entries hold

@@ -62,11 +62,9 @@ def rewrite_to_plugin(graph: gs.Graph, config, report, find, make_attributes) ->
         if got is None:
             continue
         (packed, scales, zeros, sums), shared = got
-        name = names(m.node.name or "WeightOnlyLinear")
-        bias = None
-        if m.bias is not None:
-            bias = gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, storage))
-        attrs = make_attributes(m, config, zeros is not None, bias is not None)
+        attrs = make_attributes(m, config, zeros is not None, m.bias is not None)
+        name = names.replacing(m.node, attrs.op_type)
+        bias = None if m.bias is None else gs.Constant(names(f"{name}_bias"), bias_storage(m.bias, storage))
         # Disconnect the old node(s) first: their output tensor gets the new producer.
         out = m.output
         m.node.outputs.clear()

@@ -80,7 +80,7 @@ def to_qdq(graph: gs.Graph, config, report: QuantReport | None = None) -> gs.Gra
         else:  # Gemm -> MatMul (+ Add)
             out = m.output
             m.node.outputs.clear()
-            name = names(m.node.name or "Gemm")
+            name = names.replacing(m.node, m.node.op)
             if m.bias is None:
                 m.graph.layer(op="MatMul", name=names(f"{name}_MatMul"), inputs=[m.x, w], outputs=[out])
             else:

@@ -71,7 +71,7 @@ def test_twin_cli(tmp_path, rng, capsys):
     _, path = _fp6_model(tmp_path, rng, 128, "fp16")
     twin_path = tmp_path / "twin.onnx"
     assert main(["twin", str(path), "-o", str(twin_path)]) == 0
-    assert "2 WeightOnlyLinear node(s) replaced" in capsys.readouterr().out
+    assert "2 WeightOnlyLinear / WeightOnlyConv node(s) replaced" in capsys.readouterr().out
     x = rng.standard_normal((1, 3, 256)).astype(np.float32)
     y = _session(onnx.load(twin_path)).run(None, {"x": x})[0]
     assert y.shape == (1, 3, 256) and np.isfinite(y).all()

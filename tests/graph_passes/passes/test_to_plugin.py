@@ -190,3 +190,18 @@ def test_progress_bar_on_stderr(rng, capsys):
     models.run_pass(models.mlp(rng), progress=True)
     err = capsys.readouterr().err
     assert "quantizing INT4 [" in err and "2/2" in err
+
+
+@pytest.mark.parametrize("fmt", ["plugin", "qdq"])
+def test_rewritten_nodes_keep_their_names(rng, fmt):
+    """The op that replaces a node takes its name, so a user finds the layer of a report or an engine under the name
+    the exporter gave it; an unnamed node's op is named after the op type (no "_1" suffixes)."""
+    model = models.mlp(rng)
+    model.graph.node[-1].name = ""
+    conv = models.conv(rng, name="")
+    out, _ = models.run_pass(model, bits=8, group_size=-1, format=fmt)
+    names = [n.name for n in out.graph.node if n.op_type in ("MatMul", op.OP_TYPE)]
+    assert names == ["fc1", op.OP_TYPE if fmt == "plugin" else ""]
+    out, _ = models.run_pass(conv, bits=8, group_size=-1, format=fmt)
+    assert [n.name for n in out.graph.node if n.op_type in ("Conv", "WeightOnlyConv")] == (
+        ["WeightOnlyConv"] if fmt == "plugin" else [""])
