@@ -512,9 +512,8 @@ def _input_shapes(specs, input_shapes: dict) -> dict[str, tuple]:
         if s.name not in input_shapes:
             continue
         shape = input_shapes[s.name]
-        shown = ["?" if not isinstance(d, int) else d for d in s.shape]
         if len(shape) != len(s.shape) or any(isinstance(d, int) and d != v for d, v in zip(s.shape, shape)):
-            raise UserError(f"input {s.name}: shape {list(shape)} does not match the model's {shown}")
+            raise UserError(f"input {s.name}: shape {list(shape)} does not match the model's {s.shown}")
         if any(v < 1 for v in shape) or int(np.prod(shape, dtype=np.float64)) > MAX_GENERATED_ELEMENTS:
             raise UserError(f"input {s.name}: shape {list(shape)}: every dim must be >= 1 and the input at most "
                             f"{MAX_GENERATED_ELEMENTS} elements")
@@ -597,7 +596,7 @@ def prepare(original_path, quantized_path, via: str, *, input_shapes: dict | Non
     """(original ModelProto, quantized ModelProto, feeds, empty CompareReport): the part of a comparison that does
     not depend on how the models run (the TensorRT comparison of trt_woq.compare shares it)."""
     if min_cosine is not None and not (-1.0 <= min_cosine <= 1.0):
-        raise UserError(f"min_cosine {min_cosine} is not in [-1, 1]")
+        raise UserError(f"--min-cosine {min_cosine} is not in [-1, 1]")
     original_path, quantized_path = str(original_path), str(quantized_path)
     original = load(original_path)
     quantized = load(quantized_path)

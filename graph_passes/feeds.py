@@ -36,6 +36,11 @@ class InputSpec:
     dtype: np.dtype
     shape: tuple[int | str | None, ...]
 
+    @property
+    def shown(self) -> list:
+        """The dims as messages show them: sizes and names, ``?`` for an unnamed dynamic dim."""
+        return ["?" if d is None else d for d in self.shape]
+
 
 def model_input_specs(model) -> list[InputSpec]:
     """The graph inputs of ``model`` (an onnx.ModelProto) that are not initializers, in graph order."""
@@ -70,9 +75,8 @@ def _fit(source: str, name: str, value, spec: InputSpec) -> np.ndarray:
     if _kind(arr.dtype) != _kind(spec.dtype):
         raise UserError(f"{source}: input {name}: {arr.dtype} data for a {spec.dtype} input; give "
                         f"{spec.dtype} values (only casts within floats or within integers are made)")
-    dims = ["?" if not isinstance(d, int) else d for d in spec.shape]
     if arr.ndim != len(spec.shape) or any(isinstance(d, int) and d != a for d, a in zip(spec.shape, arr.shape)):
-        raise UserError(f"{source}: input {name}: shape {list(arr.shape)} does not match the model's {dims}")
+        raise UserError(f"{source}: input {name}: shape {list(arr.shape)} does not match the model's {spec.shown}")
     if arr.dtype == spec.dtype:
         return arr
     if spec.dtype.kind in "iu" and arr.size:

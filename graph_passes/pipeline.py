@@ -32,7 +32,8 @@ def load_model(path: str):
     try:  # by path when external data is used, so that the checker finds the data files beside the model
         onnx.checker.check_model(path if data_files else model)
     except Exception as exc:  # noqa: BLE001 - ValidationError and friends
-        raise UserError(f"{path}: invalid ONNX model (truncated?): {_first_line(exc)}") from None
+        raise UserError(f"{path}: not a valid ONNX model (onnx.checker.check_model says: {_first_line(exc)}); fix "
+                        f"the export") from None
     return model, os.path.dirname(os.path.abspath(path)), data_files
 
 

@@ -246,9 +246,9 @@ def test_user_errors(tmp_path):
         compare(o_path, junk)
     with pytest.raises(UserError, match="does not have; its inputs are x"):
         compare(o_path, p_path, input_shapes={"tokens": (1, 4)})
-    with pytest.raises(UserError, match="does not match the model"):
+    with pytest.raises(UserError, match=r"shape \[1, 4, 100\] does not match the model's \['batch', 'seq', 256\]"):
         compare(o_path, p_path, input_shapes={"x": (1, 4, 100)})
-    with pytest.raises(UserError, match=r"min_cosine 2.0 is not in \[-1, 1\]"):
+    with pytest.raises(UserError, match=r"--min-cosine 2.0 is not in \[-1, 1\]"):
         compare(o_path, p_path, min_cosine=2.0)
 
 

@@ -111,6 +111,22 @@ def test_not_onnx(capsys, tmp_path, content):
     assert _files(tmp_path) == ["bad.onnx"]
 
 
+def test_model_the_checker_refuses(capsys, rng, tmp_path):
+    """A model that parses but fails onnx.checker (here an input declared without a shape) is named with the
+    checker's reason, not taken for a truncated file."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                              [vi("x", TensorProto.FLOAT, None)], [vi("y", TensorProto.FLOAT, ["B", 64])],
+                              [numpy_helper.from_array(models.weight(rng, 128, 64), "w")])
+    path = tmp_path / "noshape.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), path)
+    _fails(capsys, ["quantize", str(path), "-o", str(tmp_path / "q.onnx")],
+           f"{path}: not a valid ONNX model (onnx.checker.check_model says: Field 'shape'")
+    assert _files(tmp_path) == ["noshape.onnx"]
+
+
 def test_no_quantizable_node(capsys, tmp_path):
     from onnx import TensorProto, helper
 
