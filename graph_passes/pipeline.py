@@ -377,4 +377,5 @@ def _config_dict(config: QuantConfig) -> dict:
     return {"bits": config.bits, "group_size": config.group_size, "asymmetric": config.asymmetric,
             "format": config.format, "act_dtype": config.act_dtype, "include": list(config.include),
             "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout,
-            "method": config.method}
+            "method": config.method, "act_mode": config.act_mode, "act_asymmetric": config.act_asymmetric,
+            "smooth_alpha": config.smooth_alpha, "fuse_activations": config.fuse_activations}
