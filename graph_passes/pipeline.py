@@ -61,6 +61,9 @@ def default_output_path(model_path: str, config: QuantConfig) -> str:
     root, ext = os.path.splitext(model_path)
     tag = config.weight_format.name + ("" if config.group_size == -1 else f"_g{config.group_size}")
     tag += "_asym" if config.asymmetric else ""
+    tag += "" if config.method == "rtn" else f"_{config.method}"
+    if config.act_mode != "weight_only":
+        tag += f"_{config.act_mode}" + ("_aasym" if config.act_asymmetric else "")
     return f"{root}.woq_{tag}{'_qdq' if config.format == 'qdq' else ''}{ext or '.onnx'}"
 
 
