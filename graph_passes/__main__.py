@@ -114,9 +114,17 @@ def _config(args, progress: bool) -> QuantConfig:
 
 
 def _calib_feeds(args) -> list | None:
-    """The calibration samples of --calib-data / --calib-script (None when neither is given)."""
+    """The calibration samples of --calib-data / --calib-script (None when neither is given); refused when no option
+    given reads them."""
     if not (args.calib_data or args.calib_script):
+        if args.calib_samples is not None:
+            raise UserError("--calib-samples counts samples of --calib-data / --calib-script; give one of them")
         return None
+    if not METHODS.get(args.method).needs_calibration and args.smooth_alpha is None:
+        option = "--calib-data" if args.calib_data else "--calib-script"
+        readers = " / ".join(m.name for m in METHODS if m.needs_calibration)
+        raise UserError(f"{option}: only --method {readers} and --smooth-alpha read calibration data; --method "
+                        f"{args.method} without --smooth-alpha would ignore it")
     from graph_passes.feeds import load_feeds, model_input_specs
     from graph_passes.pipeline import read_graph
 

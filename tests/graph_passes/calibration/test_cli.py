@@ -145,6 +145,21 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
            tmp_path)
 
 
+def test_calibration_options_that_nothing_reads_are_refused(rng, block, tmp_path, capsys):
+    """RTN without --smooth-alpha reads no calibration data: given anyway, it is a mistake to say, not to ignore."""
+    out = str(tmp_path / "out.onnx")
+    npz = tmp_path / "calib.npz"
+    np.savez(npz, x=calib_models.samples(rng, 2))
+    for extra in (["--calib-data", str(npz)], ["--method", "rtn", "--calib-data", str(npz), "--calib-samples", "1"],
+                  ["--bits", "8", "--act-mode", "w8a8", "--calib-data", str(npz)]):
+        _fails(capsys, ["quantize", str(block), "-o", out, *extra],
+               "--calib-data: only --method awq / gptq and --smooth-alpha read calibration data", tmp_path)
+    _fails(capsys, ["quantize", str(block), "-o", out, "--method", "gptq", "--calib-samples", "1"],
+           "--calib-samples counts samples of --calib-data / --calib-script; give one of them", tmp_path)
+    _fails(capsys, ["quantize", str(block), "-o", out, "--calib-samples", "1"],
+           "--calib-samples counts samples of --calib-data / --calib-script; give one of them", tmp_path)
+
+
 def test_awq_on_a_model_with_external_data(block, tmp_path, monkeypatch, capsys):
     """AWQ reads the constants it folds 1/s into (the norm's gamma and beta, the producer's weight) from the model's
     folder, not from the working directory: the result equals the one of the same model stored in one file, even
