@@ -129,7 +129,7 @@ def _calib_feeds(args) -> list | None:
     from graph_passes.pipeline import read_graph
 
     return load_feeds(args.calib_data, args.calib_script, model_input_specs(read_graph(args.model)),
-                      args.calib_samples, options=("--calib-data", "--calib-script"))
+                      args.calib_samples, options=("--calib-data", "--calib-script", "--calib-samples"))
 
 
 def _parse_shapes(items):

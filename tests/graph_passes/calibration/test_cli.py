@@ -127,7 +127,7 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
     _fails(capsys, base + ["--method", "gptq", "--calib-data", npz, "--calib-script", str(script)],
            "give --calib-data or --calib-script, not both", tmp_path)
     _fails(capsys, base + ["--method", "gptq", "--calib-data", npz, "--calib-samples", "0"],
-           "the number of samples must be >= 1", tmp_path)
+           "--calib-samples 0: must be >= 1", tmp_path)
     bad = {"names": {"y": calib_models.samples(rng, 2)},
            "dtype": {"x": np.ones((2, 1, 4, 128), np.int64)},
            "rank": {"x": np.ones((2, 4, 128), np.float32)},
