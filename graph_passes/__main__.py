@@ -68,10 +68,10 @@ def cmd_compare(args) -> int:
 
     A plugin-format model runs through its Q/DQ twin. PASSED when every output is finite, non-empty and its cosine
     similarity reaches the threshold: --min-cosine, else a default by the quantized weights' bit width (INT8 0.999,
-    INT4 0.85: below the worst of 40 input seeds on the sample model, samples/llama, whose logits reach 0.99927 with
-    INT8 and 0.864 with INT4 per channel; a broken model lands far below). Exit status 0 PASSED, 1 FAILED. Inputs: real
-    ones with --data / --data-script, else generated (masks all ones, ids within the embedding table, positions
-    0..seq-1). Against a TensorRT engine: python -m trt_woq compare.
+    FP6 0.96, INT4 0.85: below the worst of 40 input seeds on the sample model, samples/llama, whose logits reach
+    0.99927 with INT8, 0.9695 with FP6 g128 and 0.864 with INT4 per channel; a broken model lands far below). Exit
+    status 0 PASSED, 1 FAILED. Inputs: real ones with --data / --data-script, else generated (masks all ones, ids
+    within the embedding table, positions 0..seq-1). Against a TensorRT engine: python -m trt_woq compare.
     """
     if args.trt:
         raise UserError("--trt: the TensorRT comparison is `python -m trt_woq compare ORIGINAL QUANTIZED` "
@@ -114,14 +114,22 @@ def _config(args, progress: bool) -> QuantConfig:
 
 
 def _calib_feeds(args) -> list | None:
-    """The calibration samples of --calib-data / --calib-script (None when neither is given)."""
+    """The calibration samples of --calib-data / --calib-script (None when neither is given); refused when no option
+    given reads them."""
     if not (args.calib_data or args.calib_script):
+        if args.calib_samples is not None:
+            raise UserError("--calib-samples counts samples of --calib-data / --calib-script; give one of them")
         return None
+    if not METHODS.get(args.method).needs_calibration and args.smooth_alpha is None:
+        option = "--calib-data" if args.calib_data else "--calib-script"
+        readers = " / ".join(m.name for m in METHODS if m.needs_calibration)
+        raise UserError(f"{option}: only --method {readers} and --smooth-alpha read calibration data; --method "
+                        f"{args.method} without --smooth-alpha would ignore it")
     from graph_passes.feeds import load_feeds, model_input_specs
     from graph_passes.pipeline import read_graph
 
     return load_feeds(args.calib_data, args.calib_script, model_input_specs(read_graph(args.model)),
-                      args.calib_samples, options=("--calib-data", "--calib-script"))
+                      args.calib_samples, options=("--calib-data", "--calib-script", "--calib-samples"))
 
 
 def _parse_shapes(items):

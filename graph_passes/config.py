@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from graph_passes.dtypes import ACT_DTYPES
@@ -100,7 +101,7 @@ class QuantConfig:
         try:
             return re.compile(pattern)
         except re.error as exc:
-            raise UserError(f"{option} {pattern!r} is not a valid regular expression: {exc}") from None
+            raise UserError(f"{option} {shlex.quote(pattern)} is not a valid regular expression: {exc}") from None
 
     @property
     def weight_format(self) -> WeightFormat:
@@ -116,5 +117,5 @@ class QuantConfig:
             return "not matched by --include"
         for r in self._exclude_re:
             if r.search(node_name):
-                return f"excluded by --exclude {r.pattern!r}"
+                return f"excluded by --exclude {shlex.quote(r.pattern)}"
         return None

@@ -102,9 +102,9 @@ def _check_names(source: str, names, specs: list[InputSpec]) -> None:
                         f"initializer); its data inputs are {', '.join(wanted)}")
 
 
-def _check_limit(limit: int | None) -> None:
+def _check_limit(limit: int | None, option: str = "limit") -> None:
     if limit is not None and limit < 1:
-        raise UserError(f"the number of samples must be >= 1, got {limit}")
+        raise UserError(f"{option} {limit}: must be >= 1")
 
 
 def _npz_path(path) -> str:
@@ -254,10 +254,12 @@ def load_script_feeds(spec: str, specs: list[InputSpec], limit: int | None = Non
 
 
 def load_feeds(npz: str | None, script: str | None, specs: list[InputSpec], limit: int | None = None,
-               options: tuple[str, str] = ("--data", "--data-script")) -> list[dict[str, np.ndarray]] | None:
-    """The samples of an .npz file or of a data script (None when neither is given); ``options`` names the two
-    command-line options in the one-line error for both given."""
-    check_sources(npz, script, options)
+               options: tuple[str, str, str] = ("--data", "--data-script", "--samples")
+               ) -> list[dict[str, np.ndarray]] | None:
+    """The samples of an .npz file or of a data script (None when neither is given); ``options`` names the
+    command-line options of the two sources and of ``limit`` in the one-line errors."""
+    check_sources(npz, script, options[:2])
+    _check_limit(limit, options[2])
     if npz:
         return load_npz_feeds(npz, specs, limit)
     if script:

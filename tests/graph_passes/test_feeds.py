@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_passes.errors import UserError
-from graph_passes.feeds import InputSpec, load_npz_feeds, load_script_feeds, model_input_specs
+from graph_passes.feeds import InputSpec, load_feeds, load_npz_feeds, load_script_feeds, model_input_specs
 
 
 def _model():
@@ -44,6 +44,15 @@ def test_npz_samples_keep_the_batch_axis_and_cast_within_kind(tmp_path, rng):
         assert f["x"].dtype == np.float32
         np.testing.assert_array_equal(f["x"], x[i].astype(np.float32))
     assert len(load_npz_feeds(_npz(tmp_path, input_ids=ids, x=x), SPECS, limit=2)) == 2
+
+
+@pytest.mark.parametrize("options", [("--data", "--data-script", "--samples"),
+                                     ("--calib-data", "--calib-script", "--calib-samples")])
+def test_a_sample_count_below_one_names_its_option(tmp_path, rng, options):
+    path = _npz(tmp_path, input_ids=rng.integers(1, 100, (3, 2, 7)), x=rng.standard_normal((3, 2, 8)))
+    for limit in (0, -2):
+        with pytest.raises(UserError, match=rf"^{options[2]} {limit}: must be >= 1$"):
+            load_feeds(path, None, SPECS, limit, options=options)
 
 
 @pytest.mark.parametrize("arrays,match", [

@@ -79,6 +79,17 @@ def test_default_output_name_and_force(capsys, mlp_path, tmp_path):
     assert _sha(tmp_path / "mlp.woq_int4_g128.onnx") != before
 
 
+def test_default_output_names_differ_by_what_the_model_computes(capsys, rng, mlp_path, tmp_path):
+    """Weight-only INT8 and W8A8 (or RTN and AWQ) are different models: neither default name is the other's."""
+    assert main(["quantize", str(mlp_path), "-q", "--bits", "8"]) == 0
+    assert main(["quantize", str(mlp_path), "-q", "--bits", "8", "--act-mode", "w8a8"]) == 0
+    assert main(["quantize", str(mlp_path), "-q", "--bits", "8", "--act-mode", "w8a8", "--act-asymmetric"]) == 0
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((2, 1, 5, 256)).astype(np.float32))
+    assert main(["quantize", str(mlp_path), "-q", "--method", "awq", "--calib-data", str(tmp_path / "calib.npz")]) == 0
+    assert _files(tmp_path) == ["calib.npz", "mlp.onnx", "mlp.woq_int4_g128_awq.onnx", "mlp.woq_int8_g128.onnx",
+                                "mlp.woq_int8_g128_w8a8.onnx", "mlp.woq_int8_g128_w8a8_aasym.onnx"]
+
+
 def test_inspect(capsys, rng, tmp_path):
     path = tmp_path / "mixed.onnx"
     onnx.save(models.mixed(rng, nan=True), path)

@@ -84,6 +84,25 @@ def test_summary_and_json_report(rng, tmp_path):
     assert "error:" not in text  # the statistic must not read as a failure
 
 
+def test_summary_and_json_report_name_every_option_that_shapes_the_model(rng, tmp_path):
+    """A W8A8 model's summary says W8A8 (and how), not just "INT8"; the JSON config holds the same options."""
+    path = tmp_path / "mlp.onnx"
+    onnx.save(models.mlp(rng), path)
+    x = rng.standard_normal((4, 1, 5, 128)).astype(np.float32)
+    config = QuantConfig(bits=8, group_size=64, act_mode="w8a8", act_asymmetric=True, smooth_alpha=0.5,
+                         fuse_activations=False)
+    report = quantize_model(str(path), str(tmp_path / "q.onnx"), config, report_path=str(tmp_path / "r.json"),
+                            calib_feeds=[{"x": s} for s in x])
+    options = next(line for line in report.format().splitlines() if line.startswith("options:"))
+    assert options.split(None, 1)[1] == ("INT8 g64 symmetric format=plugin act_dtype=fp16 method=rtn act_mode=w8a8 "
+                                         "act_asymmetric smooth_alpha=0.5 no-fuse-activations")
+    saved = json.loads((tmp_path / "r.json").read_text())["config"]
+    assert (saved["act_mode"], saved["act_asymmetric"], saved["smooth_alpha"], saved["fuse_activations"],
+            saved["method"]) == ("w8a8", True, 0.5, False, "rtn")
+    plain = inspect_model(str(path), QuantConfig()).format()
+    assert "options:   INT4 g128 symmetric format=plugin act_dtype=fp16 method=rtn\n" in plain
+
+
 def test_inspect_reads_no_weights(rng, tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(models.shared(rng), path)

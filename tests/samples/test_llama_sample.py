@@ -94,6 +94,19 @@ def test_int4_g128(sample, asym):
     assert INT4_MIN_COSINE <= cosine < INT8_MIN_COSINE
 
 
+@pytest.mark.parametrize("group", ["-1", "128"])
+def test_fp6_passes_compare_default_threshold(sample, group):
+    """`quickstart.sh --bits 6 ...`: FP6 (between INT4 and INT8 in accuracy) passes compare's default threshold for
+    6-bit weights on fresh inputs, as INT8 and INT4 pass theirs."""
+    quantized = sample.with_name(f"llama.fp6_{group}_default.onnx")
+    _run("-m", "graph_passes", "quantize", str(sample), "-o", str(quantized), "-q", "--force", "--bits", "6",
+         "--group-size", group)
+    seed = str(np.random.default_rng().integers(2**31))
+    c = _run("-m", "graph_passes", "compare", str(sample), str(quantized), "--seed", seed, ok_codes=(0, 1))
+    assert "(default for 6-bit weights; --min-cosine overrides)" in c.stdout
+    assert c.returncode == 0 and c.stdout.strip().splitlines()[-1] == "PASSED", f"seed {seed}\n{c.stdout}"
+
+
 def test_compare_exit_code_when_bound_not_met(sample):
     """--min-cosine above what INT4 reaches: FAILED and exit status 1."""
     cosine, out = _quantize_and_compare(sample, "int4_strict", "--bits", "4", min_cosine=0.9999)

