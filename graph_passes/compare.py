@@ -57,10 +57,12 @@ QDQ_OPSET = 21           # DequantizeLinear with block_size and 4-bit types
 # PASSED needs every output's cosine >= this, by the lowest weight bit width in the quantized model. Measured on the
 # sample (samples/llama defaults, logits, input_ids [2, 32], input seeds 0..39): INT8 per-channel min 0.99927
 # (median 0.99951); FP6 per-channel min 0.9738, FP6 g128 min 0.9695 (medians 0.980); INT4 g128 min 0.902, INT4
-# per-channel min 0.864 (medians 0.93). Each threshold sits below the worst seen, so a regular quantization passes;
-# broken ones land far below (0.75 for a BERT fed random masks, 0.05 for a bf16 overflow, 0.0 for weights flushed to
-# zero). Deeper or trained models may lose more: --min-cosine.
+# per-channel min 0.864 (medians 0.93); W8A8 (INT8 weights, activations quantized per token) per-channel min
+# 0.98508, g128 min 0.99411 (medians 0.9905, 0.9963). Each threshold sits below the worst seen, so a regular
+# quantization passes; broken ones land far below (0.75 for a BERT fed random masks, 0.05 for a bf16 overflow, 0.0
+# for weights flushed to zero). Deeper or trained models may lose more: --min-cosine.
 DEFAULT_MIN_COSINE = {8: 0.999, 6: 0.96, 4: 0.85}
+W8A8_MIN_COSINE = 0.98  # a model with W8A8 nodes: their activation rounding, not the weights', dominates
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -190,13 +192,22 @@ def quantized_bits(model) -> set[int]:
     return bits - {0}
 
 
+def has_w8a8(model) -> bool:
+    """Whether ``model`` holds a plugin node that quantizes its activations (``act_mode`` != 0), subgraphs included."""
+    return any(_is_plugin(n) and int(_attrs(n).get("act_mode", 0)) != 0 for g in all_graphs(model.graph) for n in g.node)
+
+
 def default_min_cosine(model) -> tuple[float, str]:
-    """(threshold, where it comes from) for the weights ``model`` holds: the lowest bit width's entry."""
+    """(threshold, where it comes from) for the weights ``model`` holds: the lowest bit width's entry, or W8A8's
+    when that is lower and the model has W8A8 nodes."""
     bits = quantized_bits(model)
     if not bits:
         return DEFAULT_MIN_COSINE[8], "default; no quantized weight found, as for INT8"
     b = min(bits)
-    return by_bits(DEFAULT_MIN_COSINE, b), f"default for {b}-bit weights; --min-cosine overrides"
+    threshold = by_bits(DEFAULT_MIN_COSINE, b)
+    if has_w8a8(model) and W8A8_MIN_COSINE < threshold:
+        return W8A8_MIN_COSINE, "default for W8A8 (activations quantized per token); --min-cosine overrides"
+    return threshold, f"default for {b}-bit weights; --min-cosine overrides"
 
 
 # ---------------------------------------------------------------------------------------------------------------

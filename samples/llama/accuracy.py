@@ -32,6 +32,8 @@ CONFIGS = {  # name: (label, quantize options)
     "int4-pc": ("INT4 per-channel", ["--bits", "4", "--group-size", "-1"]),
     "fp6-pc": ("FP6 per-channel", ["--bits", "6", "--group-size", "-1"]),
     "fp6-g128": ("FP6 g128", ["--bits", "6", "--group-size", "128"]),
+    "w8a8-pc": ("W8A8 per-channel", ["--bits", "8", "--group-size", "-1", "--act-mode", "w8a8"]),
+    "w8a8-g128": ("W8A8 g128", ["--bits", "8", "--group-size", "128", "--act-mode", "w8a8"]),
 }
 DEFAULT_SEED = 0
 

@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import woq_models as models
 from graph_passes.compare import (CompareReport, compare, compare_arrays, make_inputs, plugin_to_qdq)
 from graph_passes.errors import UserError
 from graph_passes.layouts import interleaved_v1
@@ -408,3 +409,16 @@ def test_a_failing_run_is_one_line_on_stderr(tmp_path, capfd):
     assert main(["compare", str(path), str(path), "--data", str(tmp_path / "d.npz")]) == 2
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "running the models failed" in err[0] and "embed" in err[0], err
+
+
+def test_default_threshold_of_a_w8a8_model(rng):
+    """A model with W8A8 nodes gets W8A8's default (its per-token activation rounding costs more than INT8 weights'
+    rounding: 0.985 on the sample), unless its weights' bit width asks for less."""
+    from graph_passes.compare import DEFAULT_MIN_COSINE, W8A8_MIN_COSINE, default_min_cosine
+
+    weight_only, _ = models.run_pass(models.mlp(rng), bits=8, group_size=-1)
+    w8a8, _ = models.run_pass(models.mlp(rng), bits=8, group_size=-1, act_mode="w8a8")
+    assert default_min_cosine(weight_only)[0] == DEFAULT_MIN_COSINE[8]
+    threshold, why = default_min_cosine(w8a8)
+    assert threshold == W8A8_MIN_COSINE < DEFAULT_MIN_COSINE[8] and "W8A8" in why
+    assert W8A8_MIN_COSINE > DEFAULT_MIN_COSINE[4]  # so an INT4 node in the same model keeps INT4's lower default
