@@ -47,7 +47,9 @@ def cmd_quantize(args) -> int:
 def cmd_inspect(args) -> int:
     """Show which MatMul / Gemm / Conv nodes of MODEL the options would quantize, and why the others not.
 
-    Reads only the graph (weights stay on disk); prints the same summary as quantize, then one line per node.
+    Reads only the graph (weights stay on disk, but conv weights are read to apply the integer-weight policy); prints
+    quantize's summary of what would be rewritten and skipped (no rounding or byte figures: those need the
+    quantized weights), then one line per node.
     """
     from graph_passes.pipeline import inspect_model
 
