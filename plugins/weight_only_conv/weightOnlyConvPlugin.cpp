@@ -572,6 +572,13 @@ IPluginV3* WeightOnlyConvPluginCreator::createPlugin(
                 fail(layer, "createPlugin", std::string("required field ") + kFIELDS[j].name + " is missing");
                 return nullptr;
             }
+            if (!seen[j] && kFIELDS[j].type == PluginFieldType::kFLOAT32
+                && params.gemm.activation == TRT_WOQ_EPILOGUE_CLIP)
+            {
+                fail(layer, "createPlugin",
+                    std::string("activation 2 (clip) needs field ") + kFIELDS[j].name + ", which is missing");
+                return nullptr;
+            }
         }
         std::string const bad = validate(params);
         if (!bad.empty())

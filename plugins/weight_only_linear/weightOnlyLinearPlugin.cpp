@@ -891,6 +891,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
         }
         WeightOnlyLinearParams params;
         bool seen[sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0])] = {};
+        bool seenFloat[sizeof(kFLOAT_FIELDS) / sizeof(kFLOAT_FIELDS[0])] = {};
         for (int32_t i = 0; i < fc->nbFields; ++i)
         {
             PluginField const& f = fc->fields[i];
@@ -927,6 +928,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
                 params.*(fl->member) = f.type == PluginFieldType::kFLOAT32
                     ? *static_cast<float const*>(f.data)
                     : static_cast<float>(*static_cast<double const*>(f.data));
+                seenFloat[fl - std::begin(kFLOAT_FIELDS)] = true;
                 continue;
             }
             size_t j = 0;
@@ -975,6 +977,15 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
             if (!seen[j] && kINT_FIELDS[j].required)
             {
                 fail(layer, "createPlugin", std::string("required field ") + kINT_FIELDS[j].name + " is missing");
+                return nullptr;
+            }
+        }
+        for (size_t j = 0; j < sizeof(kFLOAT_FIELDS) / sizeof(kFLOAT_FIELDS[0]); ++j)
+        {
+            if (!seenFloat[j] && params.activation == TRT_WOQ_EPILOGUE_CLIP)
+            {
+                fail(layer, "createPlugin",
+                    std::string("activation 2 (clip) needs field ") + kFLOAT_FIELDS[j].name + ", which is missing");
                 return nullptr;
             }
         }

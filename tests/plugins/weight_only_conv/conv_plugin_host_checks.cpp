@@ -361,6 +361,8 @@ void invalidFields()
     auto clip = with(baseAttrs(), {"INT", "activation", {"2"}});
     expectRefused(with(with(clip, {"FLOAT", "clip_min", {"2"}}), {"FLOAT", "clip_max", {"1"}}), {"clip_min 2"},
         "clip_min > clip_max");
+    expectRefused(with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
+    expectRefused(with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
 }
 
 void operandShapes()

@@ -416,6 +416,9 @@ void invalidFields()
         "clip_min > clip_max");
     expectRefused(with(with(clip, {"FLOAT", "clip_min", {"nan"}}), {"FLOAT", "clip_max", {"0"}}), {"clip_min nan"},
         "clip_min NaN");
+    // graph_passes refuses a clip node without its bounds (WoqAttributes._read); so must the plugin, not clip to 0.
+    expectRefused(with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
+    expectRefused(with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
     check(std::unique_ptr<IPluginV3>(create(with(with(clip, {"FLOAT", "clip_min", {"-inf"}}),
               {"FLOAT", "clip_max", {"6"}})))
             != nullptr,
