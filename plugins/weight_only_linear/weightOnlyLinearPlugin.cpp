@@ -536,7 +536,8 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* i
             + std::to_string(mParams.inFeatures) + "_" + std::to_string(mParams.outFeatures) + "_"
             + std::to_string(mParams.layout) + "_" + std::to_string(mParams.hasZeros) + std::to_string(mParams.hasBias)
             + "_" + std::to_string(mActType) + "_a" + std::to_string(mParams.actMode)
-            + std::to_string(mParams.actAsymmetric) + "_sm" + std::to_string(mSm);
+            + std::to_string(mParams.actAsymmetric) + "_e" + std::to_string(mParams.activation) + "_sm"
+            + std::to_string(mSm);
         if (validCandidates().empty() && trt_woq_linear_candidate_count() > 0)
         {
             // No one candidate spans the profile; the dispatch picks one per M at enqueue, if any serves both ends.

@@ -492,6 +492,24 @@ int32_t configure(IPluginV3* plugin, int64_t k, int64_t n, Dims w, int64_t group
     return views(plugin).build->configurePlugin(in.data(), nbIn, &out, 1);
 }
 
+void timingCacheId()
+{
+    gWhere = "timing cache ID";
+    setCandidates();
+    // Two nodes alike but for the fused epilogue (a Llama MLP's gate_proj with SiLU and its up_proj) have the same
+    // I/O shapes; the epilogue changes the kernels' cost and which candidates serve the node.
+    std::string ids[2];
+    int32_t i = 0;
+    for (char const* act : {"0", "3"})
+    {
+        std::unique_ptr<IPluginV3> p(create(with(baseAttrs(), {"INT", "activation", {act}})));
+        check(p && configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure");
+        char const* id = p ? views(p.get()).build->getTimingCacheID() : nullptr;
+        ids[i++] = id ? id : "";
+    }
+    check(!ids[0].empty() && ids[0] != ids[1], "activation 0 and 3 share the timing cache ID \"" + ids[0] + "\"");
+}
+
 void sizesBeyondInt32()
 {
     gWhere = "sizes beyond int32";
@@ -591,6 +609,7 @@ int main(int argc, char** argv)
         }
     }
     invalidFields();
+    timingCacheId();
     sizesBeyondInt32();
     failurePaths();
     return finish();
