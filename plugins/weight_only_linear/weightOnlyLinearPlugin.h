@@ -51,7 +51,7 @@ struct WeightOnlyLinearParams
     int32_t nbInputs() const noexcept { return 3 + hasZeros + hasBias + actAsymmetric; }
     // Packed int32 weight: layout 1 [N / I, K / 2], I = 2 (INT8) or 4 (INT4); layout 2 (FP6) [N / 4, 3 K / 4].
     int64_t packedRows() const noexcept { return outFeatures / (bits == 8 ? 2 : 4); }
-    int64_t packedCols() const noexcept { return bits == 6 ? 3 * inFeatures / 4 : inFeatures / 2; }
+    int64_t packedCols() const noexcept { return bits == 6 ? 3 * int64_t{inFeatures} / 4 : inFeatures / 2; }
     int64_t scaleRows() const noexcept { return groupSize == -1 ? 1 : inFeatures / groupSize; }
 };
 

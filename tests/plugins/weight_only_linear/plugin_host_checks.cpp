@@ -514,6 +514,16 @@ void sizesBeyondInt32()
 {
     gWhere = "sizes beyond int32";
     setCandidates();
+    // FP6, K = 2^30: the packed weight is [N / 4, 3 K / 4] = [1, 805306368]; 3 K overflows int32.
+    auto attrs = with(with(with(with(baseAttrs(), {"INT", "bits", {"6"}}), {"INT", "layout", {"2"}}),
+                           {"INT", "in_features", {"1073741824"}}),
+        {"INT", "out_features", {"4"}});
+    std::unique_ptr<IPluginV3> p(create(attrs));
+    gLogger.messages.clear();
+    bool const configured
+        = p && configure(p.get(), int64_t(1) << 30, 4, dims({1, 805306368}), (int64_t(1) << 30) / 128) == 0;
+    check(configured, "FP6 K = 2^30 with its packed weight [1, 805306368]:" + gLogger.all());
+
     // Workspace beyond 4 GiB: M up to 2^22 rows, the W8A8 fake needs M * K bytes.
     auto w8 = with(with(with(with(baseAttrs(), {"INT", "bits", {"8"}}), {"INT", "act_mode", {"1"}}),
                         {"INT", "in_features", {"8192"}}),
