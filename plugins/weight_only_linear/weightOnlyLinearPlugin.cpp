@@ -205,6 +205,49 @@ std::string validate(WeightOnlyLinearParams const& p)
     return e.str();
 }
 
+std::string operandShapeError(WeightOnlyLinearParams const& p, DynamicPluginTensorDesc const* in)
+{
+    Dims const& w = in[kWEIGHT_IDX].desc.dims;
+    if (w.nbDims != 2 || (w.d[0] >= 0 && w.d[0] != p.packedRows()) || (w.d[1] >= 0 && w.d[1] != p.packedCols()))
+    {
+        return "packed_weight is " + dimsString(w) + ", layout " + std::to_string(p.layout) + " needs ["
+            + std::to_string(p.packedRows()) + ", " + std::to_string(p.packedCols()) + "] for K="
+            + std::to_string(p.inFeatures) + ", N=" + std::to_string(p.outFeatures) + ", bits "
+            + std::to_string(p.bits);
+    }
+    std::vector<int32_t> perGroup{kSCALES_IDX};
+    if (p.hasZeros)
+    {
+        perGroup.push_back(p.zerosIndex());
+    }
+    if (p.actAsymmetric)
+    {
+        perGroup.push_back(p.weightSumsIndex());
+    }
+    for (int32_t idx : perGroup)
+    {
+        Dims const& s = in[idx].desc.dims;
+        int64_t const count = s.nbDims == 2 ? s.d[0] * s.d[1] : (s.nbDims == 1 ? s.d[0] : -1);
+        bool const unknown = s.nbDims >= 1 && std::any_of(s.d, s.d + s.nbDims, [](int64_t v) { return v < 0; });
+        if (!unknown && count != p.scaleRows() * p.outFeatures)
+        {
+            return std::string(idx == kSCALES_IDX ? "scales" : idx == p.zerosIndex() ? "zeros" : "weight_sums") + " is "
+                + dimsString(s) + ", expected [" + std::to_string(p.scaleRows()) + ", " + std::to_string(p.outFeatures)
+                + "]";
+        }
+    }
+    if (p.hasBias)
+    {
+        Dims const& b = in[p.biasIndex()].desc.dims;
+        int64_t const last = b.nbDims ? b.d[b.nbDims - 1] : -1;
+        if (last >= 0 && last != p.outFeatures)
+        {
+            return "bias is " + dimsString(b) + ", expected [" + std::to_string(p.outFeatures) + "]";
+        }
+    }
+    return {};
+}
+
 // ---------------------------------------------------------------------------------------------------------------------
 // Plugin: core
 // ---------------------------------------------------------------------------------------------------------------------
@@ -486,47 +529,10 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* i
             return fail(mName, "configurePlugin",
                 "activation " + dimsString(x) + " does not end in in_features " + std::to_string(mParams.inFeatures));
         }
-        Dims const& w = in[kWEIGHT_IDX].desc.dims;
-        if (w.nbDims != 2 || (w.d[0] >= 0 && w.d[0] != mParams.packedRows())
-            || (w.d[1] >= 0 && w.d[1] != mParams.packedCols()))
+        std::string const operands = operandShapeError(mParams, in);
+        if (!operands.empty())
         {
-            return fail(mName, "configurePlugin",
-                "packed_weight is " + dimsString(w) + ", layout " + std::to_string(mParams.layout) + " needs ["
-                    + std::to_string(mParams.packedRows()) + ", " + std::to_string(mParams.packedCols()) + "] for K="
-                    + std::to_string(mParams.inFeatures) + ", N=" + std::to_string(mParams.outFeatures) + ", bits "
-                    + std::to_string(mParams.bits));
-        }
-        std::vector<int32_t> perGroup{kSCALES_IDX};
-        if (mParams.hasZeros)
-        {
-            perGroup.push_back(mParams.zerosIndex());
-        }
-        if (mParams.actAsymmetric)
-        {
-            perGroup.push_back(mParams.weightSumsIndex());
-        }
-        for (int32_t idx : perGroup)
-        {
-            Dims const& s = in[idx].desc.dims;
-            int64_t const count = s.nbDims == 2 ? s.d[0] * s.d[1] : (s.nbDims == 1 ? s.d[0] : -1);
-            bool const unknown = s.nbDims >= 1 && std::any_of(s.d, s.d + s.nbDims, [](int64_t v) { return v < 0; });
-            if (!unknown && count != mParams.scaleRows() * mParams.outFeatures)
-            {
-                return fail(mName, "configurePlugin",
-                    std::string(idx == kSCALES_IDX ? "scales" : idx == mParams.zerosIndex() ? "zeros" : "weight_sums")
-                        + " is " + dimsString(s) + ", expected ["
-                        + std::to_string(mParams.scaleRows()) + ", " + std::to_string(mParams.outFeatures) + "]");
-            }
-        }
-        if (mParams.hasBias)
-        {
-            Dims const& b = in[mParams.biasIndex()].desc.dims;
-            int64_t const last = b.nbDims ? b.d[b.nbDims - 1] : -1;
-            if (last >= 0 && last != mParams.outFeatures)
-            {
-                return fail(mName, "configurePlugin",
-                    "bias is " + dimsString(b) + ", expected [" + std::to_string(mParams.outFeatures) + "]");
-            }
+            return fail(mName, "configurePlugin", operands);
         }
         mActType = in[kACTIVATION_IDX].desc.type == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
         mMin = std::max<int64_t>(rowsOf(in[kACTIVATION_IDX].min), 1);

@@ -58,6 +58,10 @@ struct WeightOnlyLinearParams
 // Empty string when the parameters are a valid WeightOnlyLinear node, else what is wrong, quoting the value.
 std::string validate(WeightOnlyLinearParams const& p);
 
+// Empty string when the dims of the constant inputs (packed_weight, scales, zeros, bias, weight_sums; -1 = unknown)
+// fit the parameters, else what is wrong, quoting the dims. Shared with WeightOnlyConv.
+std::string operandShapeError(WeightOnlyLinearParams const& p, nvinfer1::DynamicPluginTensorDesc const* in);
+
 // Shared with WeightOnlyConv (plugins/weight_only_conv): "[d0, d1, ...]" for messages; the current device's compute
 // capability (major * 10 + minor), throwing std::runtime_error when CUDA cannot tell.
 std::string dimsString(nvinfer1::Dims const& d);

@@ -369,7 +369,7 @@ void operandShapes()
 {
     gWhere = "operand shapes";
     setCandidates();
-    for (int32_t bad = 1; bad <= 1; ++bad)
+    for (int32_t bad = 1; bad <= 4; ++bad)
     {
         auto attrs = with(with(baseAttrs(), {"INT", "has_zeros", {"1"}}), {"INT", "has_bias", {"1"}});
         std::unique_ptr<IPluginV3> p(create(attrs));

@@ -549,6 +549,9 @@ void failurePaths()
     check(configure(p.get(), 384, 64, dims({16, 100})) != 0 && gLogger.saw({"packed_weight is [16, 100]", "[16, 192]"}),
         "a wrong packed_weight shape refused, quoting both");
     gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 192}), 1) != 0 && gLogger.saw({"scales is [1, 64]", "[3, 64]"}),
+        "scales of one group for group_size 128, K 384 refused, quoting both");
+    gLogger.messages.clear();
     check(configure(p.get(), 384, 64, dims({16, 192}), 3, 4) != 0 && gLogger.saw({"expected 3 inputs"}),
         "an input count that does not match the flags refused");
     fakes::gNoDevice = true;
