@@ -324,13 +324,10 @@ int32_t WeightOnlyConvPlugin::configurePlugin(
             return fail(mName, "configurePlugin",
                 "activation " + dimsString(x) + " is not NCHW with C = " + std::to_string(mParams.inChannels));
         }
-        Dims const& w = in[kWEIGHT_IDX].desc.dims;
-        if (w.nbDims != 2 || (w.d[0] >= 0 && w.d[0] != mParams.gemm.packedRows())
-            || (w.d[1] >= 0 && w.d[1] != mParams.gemm.packedCols()))
+        std::string const operands = operandShapeError(mParams.gemm, in);
+        if (!operands.empty())
         {
-            return fail(mName, "configurePlugin",
-                "packed_weight is " + dimsString(w) + ", layout 1 needs [" + std::to_string(mParams.gemm.packedRows())
-                    + ", " + std::to_string(mParams.gemm.packedCols()) + "]");
+            return fail(mName, "configurePlugin", operands);
         }
         mActType = actTypeOf(in[kACTIVATION_IDX].desc.type);
         mSm = currentSm();
@@ -570,6 +567,13 @@ IPluginV3* WeightOnlyConvPluginCreator::createPlugin(
             if (!seen[j] && kFIELDS[j].required)
             {
                 fail(layer, "createPlugin", std::string("required field ") + kFIELDS[j].name + " is missing");
+                return nullptr;
+            }
+            if (!seen[j] && kFIELDS[j].type == PluginFieldType::kFLOAT32
+                && params.gemm.activation == TRT_WOQ_EPILOGUE_CLIP)
+            {
+                fail(layer, "createPlugin",
+                    std::string("activation 2 (clip) needs field ") + kFIELDS[j].name + ", which is missing");
                 return nullptr;
             }
         }

@@ -205,6 +205,49 @@ std::string validate(WeightOnlyLinearParams const& p)
     return e.str();
 }
 
+std::string operandShapeError(WeightOnlyLinearParams const& p, DynamicPluginTensorDesc const* in)
+{
+    Dims const& w = in[kWEIGHT_IDX].desc.dims;
+    if (w.nbDims != 2 || (w.d[0] >= 0 && w.d[0] != p.packedRows()) || (w.d[1] >= 0 && w.d[1] != p.packedCols()))
+    {
+        return "packed_weight is " + dimsString(w) + ", layout " + std::to_string(p.layout) + " needs ["
+            + std::to_string(p.packedRows()) + ", " + std::to_string(p.packedCols()) + "] for K="
+            + std::to_string(p.inFeatures) + ", N=" + std::to_string(p.outFeatures) + ", bits "
+            + std::to_string(p.bits);
+    }
+    std::vector<int32_t> perGroup{kSCALES_IDX};
+    if (p.hasZeros)
+    {
+        perGroup.push_back(p.zerosIndex());
+    }
+    if (p.actAsymmetric)
+    {
+        perGroup.push_back(p.weightSumsIndex());
+    }
+    for (int32_t idx : perGroup)
+    {
+        Dims const& s = in[idx].desc.dims;
+        int64_t const count = s.nbDims == 2 ? s.d[0] * s.d[1] : (s.nbDims == 1 ? s.d[0] : -1);
+        bool const unknown = s.nbDims >= 1 && std::any_of(s.d, s.d + s.nbDims, [](int64_t v) { return v < 0; });
+        if (!unknown && count != p.scaleRows() * p.outFeatures)
+        {
+            return std::string(idx == kSCALES_IDX ? "scales" : idx == p.zerosIndex() ? "zeros" : "weight_sums") + " is "
+                + dimsString(s) + ", expected [" + std::to_string(p.scaleRows()) + ", " + std::to_string(p.outFeatures)
+                + "]";
+        }
+    }
+    if (p.hasBias)
+    {
+        Dims const& b = in[p.biasIndex()].desc.dims;
+        int64_t const last = b.nbDims ? b.d[b.nbDims - 1] : -1;
+        if (last >= 0 && last != p.outFeatures)
+        {
+            return "bias is " + dimsString(b) + ", expected [" + std::to_string(p.outFeatures) + "]";
+        }
+    }
+    return {};
+}
+
 // ---------------------------------------------------------------------------------------------------------------------
 // Plugin: core
 // ---------------------------------------------------------------------------------------------------------------------
@@ -486,47 +529,10 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* i
             return fail(mName, "configurePlugin",
                 "activation " + dimsString(x) + " does not end in in_features " + std::to_string(mParams.inFeatures));
         }
-        Dims const& w = in[kWEIGHT_IDX].desc.dims;
-        if (w.nbDims != 2 || (w.d[0] >= 0 && w.d[0] != mParams.packedRows())
-            || (w.d[1] >= 0 && w.d[1] != mParams.packedCols()))
+        std::string const operands = operandShapeError(mParams, in);
+        if (!operands.empty())
         {
-            return fail(mName, "configurePlugin",
-                "packed_weight is " + dimsString(w) + ", layout " + std::to_string(mParams.layout) + " needs ["
-                    + std::to_string(mParams.packedRows()) + ", " + std::to_string(mParams.packedCols()) + "] for K="
-                    + std::to_string(mParams.inFeatures) + ", N=" + std::to_string(mParams.outFeatures) + ", bits "
-                    + std::to_string(mParams.bits));
-        }
-        std::vector<int32_t> perGroup{kSCALES_IDX};
-        if (mParams.hasZeros)
-        {
-            perGroup.push_back(mParams.zerosIndex());
-        }
-        if (mParams.actAsymmetric)
-        {
-            perGroup.push_back(mParams.weightSumsIndex());
-        }
-        for (int32_t idx : perGroup)
-        {
-            Dims const& s = in[idx].desc.dims;
-            int64_t const count = s.nbDims == 2 ? s.d[0] * s.d[1] : (s.nbDims == 1 ? s.d[0] : -1);
-            bool const unknown = s.nbDims >= 1 && std::any_of(s.d, s.d + s.nbDims, [](int64_t v) { return v < 0; });
-            if (!unknown && count != mParams.scaleRows() * mParams.outFeatures)
-            {
-                return fail(mName, "configurePlugin",
-                    std::string(idx == kSCALES_IDX ? "scales" : idx == mParams.zerosIndex() ? "zeros" : "weight_sums")
-                        + " is " + dimsString(s) + ", expected ["
-                        + std::to_string(mParams.scaleRows()) + ", " + std::to_string(mParams.outFeatures) + "]");
-            }
-        }
-        if (mParams.hasBias)
-        {
-            Dims const& b = in[mParams.biasIndex()].desc.dims;
-            int64_t const last = b.nbDims ? b.d[b.nbDims - 1] : -1;
-            if (last >= 0 && last != mParams.outFeatures)
-            {
-                return fail(mName, "configurePlugin",
-                    "bias is " + dimsString(b) + ", expected [" + std::to_string(mParams.outFeatures) + "]");
-            }
+            return fail(mName, "configurePlugin", operands);
         }
         mActType = in[kACTIVATION_IDX].desc.type == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
         mMin = std::max<int64_t>(rowsOf(in[kACTIVATION_IDX].min), 1);
@@ -536,7 +542,8 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* i
             + std::to_string(mParams.inFeatures) + "_" + std::to_string(mParams.outFeatures) + "_"
             + std::to_string(mParams.layout) + "_" + std::to_string(mParams.hasZeros) + std::to_string(mParams.hasBias)
             + "_" + std::to_string(mActType) + "_a" + std::to_string(mParams.actMode)
-            + std::to_string(mParams.actAsymmetric) + "_sm" + std::to_string(mSm);
+            + std::to_string(mParams.actAsymmetric) + "_e" + std::to_string(mParams.activation) + "_sm"
+            + std::to_string(mSm);
         if (validCandidates().empty() && trt_woq_linear_candidate_count() > 0)
         {
             // No one candidate spans the profile; the dispatch picks one per M at enqueue, if any serves both ends.
@@ -891,6 +898,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
         }
         WeightOnlyLinearParams params;
         bool seen[sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0])] = {};
+        bool seenFloat[sizeof(kFLOAT_FIELDS) / sizeof(kFLOAT_FIELDS[0])] = {};
         for (int32_t i = 0; i < fc->nbFields; ++i)
         {
             PluginField const& f = fc->fields[i];
@@ -927,6 +935,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
                 params.*(fl->member) = f.type == PluginFieldType::kFLOAT32
                     ? *static_cast<float const*>(f.data)
                     : static_cast<float>(*static_cast<double const*>(f.data));
+                seenFloat[fl - std::begin(kFLOAT_FIELDS)] = true;
                 continue;
             }
             size_t j = 0;
@@ -975,6 +984,15 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
             if (!seen[j] && kINT_FIELDS[j].required)
             {
                 fail(layer, "createPlugin", std::string("required field ") + kINT_FIELDS[j].name + " is missing");
+                return nullptr;
+            }
+        }
+        for (size_t j = 0; j < sizeof(kFLOAT_FIELDS) / sizeof(kFLOAT_FIELDS[0]); ++j)
+        {
+            if (!seenFloat[j] && params.activation == TRT_WOQ_EPILOGUE_CLIP)
+            {
+                fail(layer, "createPlugin",
+                    std::string("activation 2 (clip) needs field ") + kFLOAT_FIELDS[j].name + ", which is missing");
                 return nullptr;
             }
         }

@@ -51,12 +51,16 @@ struct WeightOnlyLinearParams
     int32_t nbInputs() const noexcept { return 3 + hasZeros + hasBias + actAsymmetric; }
     // Packed int32 weight: layout 1 [N / I, K / 2], I = 2 (INT8) or 4 (INT4); layout 2 (FP6) [N / 4, 3 K / 4].
     int64_t packedRows() const noexcept { return outFeatures / (bits == 8 ? 2 : 4); }
-    int64_t packedCols() const noexcept { return bits == 6 ? 3 * inFeatures / 4 : inFeatures / 2; }
+    int64_t packedCols() const noexcept { return bits == 6 ? 3 * int64_t{inFeatures} / 4 : inFeatures / 2; }
     int64_t scaleRows() const noexcept { return groupSize == -1 ? 1 : inFeatures / groupSize; }
 };
 
 // Empty string when the parameters are a valid WeightOnlyLinear node, else what is wrong, quoting the value.
 std::string validate(WeightOnlyLinearParams const& p);
+
+// Empty string when the dims of the constant inputs (packed_weight, scales, zeros, bias, weight_sums; -1 = unknown)
+// fit the parameters, else what is wrong, quoting the dims. Shared with WeightOnlyConv.
+std::string operandShapeError(WeightOnlyLinearParams const& p, nvinfer1::DynamicPluginTensorDesc const* in);
 
 // Shared with WeightOnlyConv (plugins/weight_only_conv): "[d0, d1, ...]" for messages; the current device's compute
 // capability (major * 10 + minor), throwing std::runtime_error when CUDA cannot tell.

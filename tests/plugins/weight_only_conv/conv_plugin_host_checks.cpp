@@ -1,0 +1,422 @@
+/*
+ * WeightOnlyConv's host code on the CPU (../weight_only_linear/host_harness.h: fake kernels and CUDA runtime,
+ * TensorRT's headers only):
+ *
+ *   conv_plugin_host_checks NODES_FILE
+ *
+ * NODES_FILE holds WeightOnlyConv nodes as graph_passes writes them (test_conv_plugin_host.py). For each: the fields
+ * as TensorRT's ONNX parser builds them -> createPlugin(kBUILD) reads every attribute; getFieldsToSerialize ->
+ * createPlugin(kRUNTIME), clone and attachToContext keep every field; the output shape against
+ * OH = (H + top + bottom - dh (kh - 1) - 1) // sh + 1 for symbolic and constant H / W; supportsFormatCombination;
+ * configurePlugin, getWorkspaceSize; enqueue hands the kernels the geometry and the operand of every position. Then
+ * fixed cases: invalid fields and operand shapes (null plugin or failed call, a message quoting the value).
+ */
+#include "host_harness.h"
+
+#include <map>
+
+using namespace host;
+
+namespace
+{
+
+using AttrMap = std::map<std::string, Attr>;
+
+int64_t intOf(AttrMap const& m, std::string const& name, int64_t dflt = 0, size_t i = 0)
+{
+    auto it = m.find(name);
+    return it == m.end() ? dflt : std::stoll(it->second.values.at(i));
+}
+
+int64_t floorDiv(int64_t a, int64_t b)
+{
+    return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+struct Geometry
+{
+    int64_t c, kh, kw, sh, sw, top, left, bottom, right, dh, dw;
+    explicit Geometry(AttrMap const& a)
+        : c(intOf(a, "in_channels"))
+        , kh(intOf(a, "kernel_shape", 0, 0))
+        , kw(intOf(a, "kernel_shape", 0, 1))
+        , sh(intOf(a, "strides", 0, 0))
+        , sw(intOf(a, "strides", 0, 1))
+        , top(intOf(a, "pads", 0, 0))
+        , left(intOf(a, "pads", 0, 1))
+        , bottom(intOf(a, "pads", 0, 2))
+        , right(intOf(a, "pads", 0, 3))
+        , dh(intOf(a, "dilations", 0, 0))
+        , dw(intOf(a, "dilations", 0, 1))
+    {
+    }
+    int64_t oh(int64_t h) const
+    {
+        return floorDiv(h + top + bottom - dh * (kh - 1) - 1, sh) + 1;
+    }
+    int64_t ow(int64_t w) const
+    {
+        return floorDiv(w + left + right - dw * (kw - 1) - 1, sw) + 1;
+    }
+};
+
+void setCandidates()
+{
+    fakes::gCandidates.clear();
+    fakes::Candidate conv;
+    conv.name = "fake_conv";
+    conv.ops = 1u << TRT_WOQ_OP_CONV2D;
+    conv.workspace = [](trt_woq_linear_params const& p) { return size_t(p.m) * size_t(p.k) * 2; };
+    fakes::Candidate linear;
+    linear.name = "fake_linear";
+    linear.score = 5;
+    fakes::gCandidates = {linear, conv};
+}
+
+IPluginCreatorV3One* convCreator()
+{
+    return creator("WeightOnlyConv");
+}
+
+// ------------------------------------------------------------------------------------------------ one node
+void checkNode(Node const& node)
+{
+    gWhere = node.label;
+    AttrMap a;
+    for (Attr const& x : node.attrs)
+    {
+        a[x.name] = x;
+    }
+    Geometry const g(a);
+    int64_t const k = intOf(a, "in_features");
+    int64_t const n = intOf(a, "out_features");
+    int64_t const bits = intOf(a, "bits");
+    int32_t const hasZeros = static_cast<int32_t>(intOf(a, "has_zeros"));
+    int32_t const hasBias = static_cast<int32_t>(intOf(a, "has_bias"));
+    int32_t const nbIn = 3 + hasZeros + hasBias;
+
+    gLogger.messages.clear();
+    IPluginCreatorV3One* c = convCreator();
+    Fields fields(node.attrs, c->getFieldNames());
+    std::unique_ptr<IPluginV3> plugin(c->createPlugin(node.label.c_str(), fields.collection(), TensorRTPhase::kBUILD));
+    if (!check(plugin != nullptr, "createPlugin(kBUILD) refused a node graph_passes wrote:" + gLogger.all()))
+    {
+        return;
+    }
+    Views v = views(plugin.get());
+    check(v.core && v.build && v.runtime, "capability interfaces");
+    PluginFieldCollection const* listed = c->getFieldNames();
+    PluginFieldCollection const* ser = v.runtime->getFieldsToSerialize();
+    std::string const serialized = describe(ser);
+    for (int32_t i = 0; i < listed->nbFields; ++i)
+    {
+        std::string const name = listed->fields[i].name;
+        auto it = a.find(name);
+        std::string const got = fieldValues(ser, name);
+        if (it != a.end())
+        {
+            check(got == attrValues(it->second), "field " + name + " serialized as " + got + ", the node has "
+                    + attrValues(it->second));
+        }
+        else if (listed->fields[i].type == PluginFieldType::kINT32)
+        {
+            check(got == "0", "absent field " + name + " serialized as " + got + ", expected its default 0");
+        }
+    }
+    for (auto const& [name, attr] : a)
+    {
+        bool const isListed = std::any_of(listed->fields, listed->fields + listed->nbFields,
+            [&](PluginField const& f) { return name == f.name; });
+        check(isListed || attr.type == "STRING", "attribute " + name + " is not a field the creator lists");
+    }
+    std::unique_ptr<IPluginV3> runtime(c->createPlugin(node.label.c_str(), ser, TensorRTPhase::kRUNTIME));
+    if (check(runtime != nullptr, "createPlugin(kRUNTIME) from getFieldsToSerialize:" + gLogger.all()))
+    {
+        check(describe(views(runtime.get()).runtime->getFieldsToSerialize()) == serialized,
+            "runtime plugin's fields differ from the build plugin's");
+    }
+    std::unique_ptr<IPluginV3> cloned(plugin->clone());
+    check(cloned && describe(views(cloned.get()).runtime->getFieldsToSerialize()) == serialized, "clone's fields");
+    std::unique_ptr<IPluginV3> attached(v.runtime->attachToContext(nullptr));
+    check(attached && describe(views(attached.get()).runtime->getFieldsToSerialize()) == serialized,
+        "attachToContext's fields");
+
+    // Output types.
+    std::vector<DataType> inTypes(static_cast<size_t>(nbIn), DataType::kBF16);
+    inTypes[1] = DataType::kINT32;
+    DataType out = DataType::kFLOAT;
+    check(v.build->getOutputDataTypes(&out, 1, inTypes.data(), nbIn) == 0 && out == DataType::kBF16, "output type");
+    inTypes[0] = DataType::kFLOAT;
+    check(v.build->getOutputDataTypes(&out, 1, inTypes.data(), nbIn) != 0, "FLOAT activation refused");
+
+    // Output shapes: H and W symbolic (probed at several sizes) or constant; batch passed through.
+    for (int64_t h : {g.dh * (g.kh - 1) + 1, int64_t(7), int64_t(16), int64_t(33)})
+    {
+        for (int64_t w : {g.dw * (g.kw - 1) + 1, int64_t(9), int64_t(32)})
+        {
+            if (g.oh(h) < 1 || g.ow(w) < 1)
+            {
+                continue;
+            }
+            for (bool constant : {false, true})
+            {
+                ExprBuilder eb;
+                std::vector<DimsExprs> ins(static_cast<size_t>(nbIn));
+                ins[0].nbDims = 4;
+                ins[0].d[0] = eb.symbol(3);
+                ins[0].d[1] = eb.constant(g.c);
+                ins[0].d[2] = constant ? eb.constant(h) : eb.symbol(h);
+                ins[0].d[3] = constant ? eb.constant(w) : eb.symbol(w);
+                DimsExprs outs[1];
+                bool const ok = v.build->getOutputShapes(ins.data(), nbIn, nullptr, 0, outs, 1, eb) == 0;
+                check(ok && outs[0].nbDims == 4 && value(outs[0].d[0]) == 3 && outs[0].d[1]->isConstant()
+                        && outs[0].d[1]->getConstantValue() == n && value(outs[0].d[2]) == g.oh(h)
+                        && value(outs[0].d[3]) == g.ow(w),
+                    "output shape for " + std::to_string(h) + " x " + std::to_string(w) + ": expected "
+                        + std::to_string(g.oh(h)) + " x " + std::to_string(g.ow(w)) + ", got "
+                        + (ok ? std::to_string(value(outs[0].d[2])) + " x " + std::to_string(value(outs[0].d[3]))
+                              : std::string("a failure")));
+            }
+        }
+    }
+    {
+        ExprBuilder eb;
+        std::vector<DimsExprs> ins(static_cast<size_t>(nbIn));
+        ins[0].nbDims = 4;
+        ins[0].d[0] = eb.symbol(1);
+        ins[0].d[1] = eb.constant(g.c + 8);
+        ins[0].d[2] = eb.symbol(16);
+        ins[0].d[3] = eb.symbol(16);
+        DimsExprs outs[1];
+        check(v.build->getOutputShapes(ins.data(), nbIn, nullptr, 0, outs, 1, eb) != 0, "C other than in_channels");
+        ins[0].nbDims = 3;
+        check(v.build->getOutputShapes(ins.data(), nbIn, nullptr, 0, outs, 1, eb) != 0, "rank 3 refused");
+    }
+
+    // Formats.
+    std::vector<DynamicPluginTensorDesc> io(static_cast<size_t>(nbIn + 1));
+    for (DataType act : {DataType::kHALF, DataType::kBF16})
+    {
+        for (int32_t pos = 0; pos <= nbIn; ++pos)
+        {
+            for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32})
+            {
+                for (TensorFormat f : {TensorFormat::kLINEAR, TensorFormat::kCHW32})
+                {
+                    for (auto& d : io)
+                    {
+                        d.desc.type = act;
+                        d.desc.format = TensorFormat::kLINEAR;
+                    }
+                    io[static_cast<size_t>(pos)].desc.type = t;
+                    io[static_cast<size_t>(pos)].desc.format = f;
+                    bool const want = f == TensorFormat::kLINEAR
+                        && (pos == 0 ? (t == DataType::kHALF || t == DataType::kBF16)
+                                     : pos == 1 ? t == DataType::kINT32 : t == act);
+                    check(v.build->supportsFormatCombination(pos, io.data(), nbIn, 1) == want,
+                        "supportsFormatCombination pos " + std::to_string(pos));
+                }
+            }
+        }
+    }
+
+    // Configure: batch 1 .. 3, H / W from the smallest that fits to 24 (a static C); workspace over every input.
+    int64_t const groups = intOf(a, "group_size") == -1 ? 1 : k / intOf(a, "group_size");
+    int64_t const hMin = std::max<int64_t>(g.dh * (g.kh - 1) + 1 - g.top - g.bottom, 1);
+    int64_t const wMin = std::max<int64_t>(g.dw * (g.kw - 1) + 1 - g.left - g.right, 1);
+    std::vector<DynamicPluginTensorDesc> in(static_cast<size_t>(nbIn));
+    in[0] = tensor(DataType::kHALF, dims({-1, g.c, -1, -1}), dims({1, g.c, hMin, wMin}), dims({2, g.c, 16, 16}),
+        dims({3, g.c, 24, 24}));
+    in[1] = tensor(DataType::kINT32, dims({bits == 8 ? n / 2 : n / 4, k / 2}));
+    for (int32_t i = 2; i < nbIn; ++i)
+    {
+        in[static_cast<size_t>(i)] = tensor(DataType::kHALF, dims({groups, n}));
+    }
+    if (hasBias)
+    {
+        in[static_cast<size_t>(nbIn - 1)] = tensor(DataType::kHALF, dims({n}));
+    }
+    DynamicPluginTensorDesc outDesc = tensor(DataType::kHALF, dims({-1, n, -1, -1}));
+    setCandidates();
+    gLogger.messages.clear();
+    bool const configured = v.build->configurePlugin(in.data(), nbIn, &outDesc, 1) == 0;
+    if (!check(configured, "configurePlugin:" + gLogger.all()))
+    {
+        return;
+    }
+    size_t const ws = v.build->getWorkspaceSize(in.data(), nbIn, &outDesc, 1);
+    check(ws == size_t(3) * g.oh(24) * g.ow(24) * k * 2, "workspace " + std::to_string(ws));
+
+    // Runtime: enqueue's operands and geometry.
+    Views rv = views(runtime.get());
+    for (Dims x : {dims({1, g.c, hMin, wMin}), dims({3, g.c, 17, 24})})
+    {
+        std::vector<PluginTensorDesc> pin(static_cast<size_t>(nbIn));
+        for (int32_t i = 0; i < nbIn; ++i)
+        {
+            pin[static_cast<size_t>(i)] = in[static_cast<size_t>(i)].desc;
+        }
+        pin[0].dims = x;
+        PluginTensorDesc pout = outDesc.desc;
+        pout.dims = dims({x.d[0], n, g.oh(x.d[2]), g.ow(x.d[3])});
+        check(rv.runtime->onShapeChange(pin.data(), nbIn, &pout, 1) == 0, "onShapeChange");
+        std::vector<void const*> ptrs;
+        for (int32_t i = 0; i < nbIn; ++i)
+        {
+            ptrs.push_back(reinterpret_cast<void const*>(uintptr_t(0x10000) * uintptr_t(i + 1)));
+        }
+        void* outPtr = reinterpret_cast<void*>(uintptr_t(0xA0000));
+        void* wsPtr = reinterpret_cast<void*>(uintptr_t(0xB0000));
+        fakes::gRuns.clear();
+        check(rv.runtime->enqueue(pin.data(), &pout, ptrs.data(), &outPtr, wsPtr, nullptr) == 0, "enqueue");
+        if (!check(fakes::gRuns.size() == 1, "one kernel call per enqueue"))
+        {
+            continue;
+        }
+        trt_woq_linear_params const& p = fakes::gRuns[0].params;
+        trt_woq_conv_geometry const& cg = p.conv;
+        check(p.activation == ptrs[0] && p.packed_weight == ptrs[1] && p.scales == ptrs[2], "X, W, scales");
+        check(p.zeros == (hasZeros ? ptrs[3] : nullptr), "zeros pointer");
+        check(p.bias == (hasBias ? ptrs[static_cast<size_t>(3 + hasZeros)] : nullptr), "bias pointer");
+        check(p.weight_sums == nullptr && p.output == outPtr && p.workspace == wsPtr, "output and workspace");
+        check(p.op == TRT_WOQ_OP_CONV2D && p.act_type == TRT_WOQ_ACT_FP16 && p.act_mode == 0
+                && p.epilogue == intOf(a, "activation") && p.group_size == intOf(a, "group_size")
+                && p.layout_version == intOf(a, "layout"),
+            "op and options");
+        check(p.m == x.d[0] * g.oh(x.d[2]) * g.ow(x.d[3]) && p.n == n && p.k == k, "M, N, K");
+        check(cg.batch == x.d[0] && cg.in_channels == g.c && cg.in_h == x.d[2] && cg.in_w == x.d[3]
+                && cg.kernel_h == g.kh && cg.kernel_w == g.kw && cg.stride_h == g.sh && cg.stride_w == g.sw
+                && cg.pad_top == g.top && cg.pad_left == g.left && cg.pad_bottom == g.bottom
+                && cg.pad_right == g.right && cg.dilation_h == g.dh && cg.dilation_w == g.dw
+                && cg.out_h == g.oh(x.d[2]) && cg.out_w == g.ow(x.d[3]) && cg.k_order == intOf(a, "k_order")
+                && cg.activation_nhwc == 0,
+            "conv geometry");
+        check(p.workspace_size <= ws, "enqueue's workspace_size within getWorkspaceSize");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------ fixed cases
+std::vector<Attr> baseAttrs()
+{
+    return {{"INT", "bits", {"4"}}, {"INT", "group_size", {"64"}}, {"INT", "in_features", {"576"}},
+        {"INT", "out_features", {"32"}}, {"INT", "layout", {"1"}}, {"INT", "has_zeros", {"0"}},
+        {"INT", "has_bias", {"0"}}, {"INT", "activation", {"0"}}, {"INT", "in_channels", {"64"}},
+        {"INTS", "kernel_shape", {"3", "3"}}, {"INTS", "strides", {"1", "1"}}, {"INTS", "pads", {"1", "1", "1", "1"}},
+        {"INTS", "dilations", {"1", "1"}}};
+}
+
+std::vector<Attr> with(std::vector<Attr> attrs, Attr const& a)
+{
+    for (Attr& x : attrs)
+    {
+        if (x.name == a.name)
+        {
+            x = a;
+            return attrs;
+        }
+    }
+    attrs.push_back(a);
+    return attrs;
+}
+
+std::vector<Attr> without(std::vector<Attr> attrs, std::string const& name)
+{
+    attrs.erase(std::remove_if(attrs.begin(), attrs.end(), [&](Attr const& a) { return a.name == name; }), attrs.end());
+    return attrs;
+}
+
+IPluginV3* create(std::vector<Attr> const& attrs)
+{
+    Fields f(attrs, convCreator()->getFieldNames());
+    return convCreator()->createPlugin("conv", f.collection(), TensorRTPhase::kBUILD);
+}
+
+void expectRefused(std::vector<Attr> const& attrs, std::vector<std::string> const& quote, std::string const& what)
+{
+    gLogger.messages.clear();
+    std::unique_ptr<IPluginV3> p(create(attrs));
+    check(p == nullptr, what + ": createPlugin accepted it");
+    check(gLogger.saw(quote), what + ": no message quoting the value; got:" + gLogger.all());
+}
+
+void invalidFields()
+{
+    gWhere = "invalid fields";
+    bool const baseValid = std::unique_ptr<IPluginV3>(create(baseAttrs())) != nullptr;
+    check(baseValid, "the base node is valid:" + gLogger.all());
+    for (char const* name : {"bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias",
+             "in_channels", "kernel_shape", "strides", "pads", "dilations"})
+    {
+        expectRefused(without(baseAttrs(), name), {"required field", name}, std::string("missing ") + name);
+    }
+    expectRefused(with(baseAttrs(), {"INT", "bits", {"6"}}), {"bits 6"}, "FP6");
+    expectRefused(with(baseAttrs(), {"INT", "in_channels", {"32"}}), {"in_channels 32", "576"}, "C x kh x kw != K");
+    expectRefused(with(baseAttrs(), {"INTS", "kernel_shape", {"0", "3"}}), {"kernel_shape [0, 3]"}, "kernel 0");
+    expectRefused(with(baseAttrs(), {"INTS", "strides", {"1", "0"}}), {"strides [1, 0]"}, "stride 0");
+    expectRefused(with(baseAttrs(), {"INTS", "dilations", {"-1", "1"}}), {"dilations [-1, 1]"}, "dilation -1");
+    expectRefused(with(baseAttrs(), {"INTS", "pads", {"1", "-1", "1", "1"}}), {"pads"}, "pad -1");
+    expectRefused(with(baseAttrs(), {"INTS", "pads", {"1", "1"}}), {"pads", "length 2"}, "two pads");
+    expectRefused(with(baseAttrs(), {"INT", "k_order", {"2"}}), {"k_order 2"}, "k_order 2");
+    expectRefused(with(baseAttrs(), {"INT", "group_size", {"48"}}), {"group_size 48"}, "group_size 48");
+    auto clip = with(baseAttrs(), {"INT", "activation", {"2"}});
+    expectRefused(with(with(clip, {"FLOAT", "clip_min", {"2"}}), {"FLOAT", "clip_max", {"1"}}), {"clip_min 2"},
+        "clip_min > clip_max");
+    expectRefused(with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
+    expectRefused(with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
+}
+
+void operandShapes()
+{
+    gWhere = "operand shapes";
+    setCandidates();
+    for (int32_t bad = 1; bad <= 4; ++bad)
+    {
+        auto attrs = with(with(baseAttrs(), {"INT", "has_zeros", {"1"}}), {"INT", "has_bias", {"1"}});
+        std::unique_ptr<IPluginV3> p(create(attrs));
+        std::vector<DynamicPluginTensorDesc> in(5);
+        in[0] = tensor(DataType::kHALF, dims({-1, 64, -1, -1}), dims({1, 64, 8, 8}), dims({1, 64, 8, 8}),
+            dims({2, 64, 16, 16}));
+        in[1] = tensor(DataType::kINT32, dims({8, 288}));
+        in[2] = tensor(DataType::kHALF, dims({9, 32}));
+        in[3] = tensor(DataType::kHALF, dims({9, 32}));
+        in[4] = tensor(DataType::kHALF, dims({32}));
+        std::string const names[] = {"", "packed_weight", "scales", "zeros", "bias"};
+        std::string const wrong[] = {"", "[8, 144]", "[1, 32]", "[9, 16]", "[64]"};
+        Dims const wrongDims[] = {{}, dims({8, 144}), dims({1, 32}), dims({9, 16}), dims({64})};
+        in[static_cast<size_t>(bad)].desc.dims = wrongDims[bad];
+        in[static_cast<size_t>(bad)].min = in[static_cast<size_t>(bad)].opt = in[static_cast<size_t>(bad)].max
+            = wrongDims[bad];
+        DynamicPluginTensorDesc out = tensor(DataType::kHALF, dims({-1, 32, -1, -1}));
+        gLogger.messages.clear();
+        bool const refused = p && views(p.get()).build->configurePlugin(in.data(), 5, &out, 1) != 0;
+        check(refused && gLogger.saw({names[bad], wrong[bad]}),
+            names[bad] + " " + wrong[bad] + " for K 576, N 32, group 64 refused, quoting it:" + gLogger.all());
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    setLoggerFinder(&gFinder);
+    if (convCreator() == nullptr)
+    {
+        std::printf("FAIL no WeightOnlyConv creator (name, version 1, namespace \"\") in getCreators\n");
+        return 1;
+    }
+    if (argc > 1)
+    {
+        std::vector<Node> nodes = readNodes(argv[1]);
+        check(!nodes.empty(), std::string("nodes in ") + argv[1]);
+        for (Node const& n : nodes)
+        {
+            if (n.op == "WeightOnlyConv")
+            {
+                checkNode(n);
+            }
+        }
+    }
+    invalidFields();
+    operandShapes();
+    return finish();
+}

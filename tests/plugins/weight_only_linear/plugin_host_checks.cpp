@@ -1,0 +1,629 @@
+/*
+ * WeightOnlyLinear's host code on the CPU (host_harness.h: fake kernels and CUDA runtime, TensorRT's headers only):
+ *
+ *   plugin_host_checks NODES_FILE
+ *
+ * NODES_FILE holds WeightOnlyLinear nodes as graph_passes writes them (test_plugin_host.py). For each: the fields as
+ * TensorRT's ONNX parser builds them -> createPlugin(kBUILD) reads every attribute; getFieldsToSerialize ->
+ * createPlugin(kRUNTIME), clone and attachToContext keep every field; output types and shapes for ranks 2 to 4 with
+ * dynamic dims; supportsFormatCombination; configurePlugin, getWorkspaceSize, tactics; enqueue hands the kernels the
+ * right operand of every position. Then fixed cases: invalid fields (null plugin, a message quoting the value), the
+ * timing cache ID, sizes beyond int32, the failure paths of configurePlugin and enqueue.
+ */
+#include "host_harness.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+using namespace host;
+
+namespace
+{
+
+using AttrMap = std::map<std::string, Attr>;
+
+AttrMap byName(std::vector<Attr> const& attrs)
+{
+    AttrMap m;
+    for (Attr const& a : attrs)
+    {
+        m[a.name] = a;
+    }
+    return m;
+}
+
+int64_t intOf(AttrMap const& m, std::string const& name, int64_t dflt = 0)
+{
+    auto it = m.find(name);
+    return it == m.end() ? dflt : std::stoll(it->second.values.at(0));
+}
+
+IPluginV3* create(std::vector<Attr> const& attrs, TensorRTPhase phase = TensorRTPhase::kBUILD)
+{
+    IPluginCreatorV3One* c = creator("WeightOnlyLinear");
+    Fields f(attrs, c->getFieldNames());
+    return c->createPlugin("node", f.collection(), phase);
+}
+
+std::vector<Attr> baseAttrs()
+{
+    return {{"INT", "bits", {"4"}}, {"INT", "group_size", {"128"}}, {"INT", "in_features", {"384"}},
+        {"INT", "out_features", {"64"}}, {"INT", "layout", {"1"}}, {"INT", "has_zeros", {"0"}},
+        {"INT", "has_bias", {"0"}}, {"INT", "activation", {"0"}}, {"STRING", "plugin_version", {"1"}},
+        {"STRING", "plugin_namespace", {}}};
+}
+
+std::vector<Attr> with(std::vector<Attr> attrs, Attr const& a)
+{
+    for (Attr& x : attrs)
+    {
+        if (x.name == a.name)
+        {
+            x = a;
+            return attrs;
+        }
+    }
+    attrs.push_back(a);
+    return attrs;
+}
+
+std::vector<Attr> without(std::vector<Attr> attrs, std::string const& name)
+{
+    attrs.erase(std::remove_if(attrs.begin(), attrs.end(), [&](Attr const& a) { return a.name == name; }), attrs.end());
+    return attrs;
+}
+
+void setCandidates()
+{
+    fakes::gCandidates.clear();
+    fakes::Candidate small;
+    small.name = "fake_gemv";
+    small.maxM = 16;
+    small.score = 2;
+    fakes::Candidate big;
+    big.name = "fake_gemm";
+    big.minM = 17;
+    // A split plan: the need depends on the count of 16-row tiles, not monotonically.
+    big.workspace = [](trt_woq_linear_params const& p) {
+        int64_t const tiles = (p.m + 15) / 16;
+        return size_t(tiles % 5 == 2 ? 7000 : 100) * size_t(p.n);
+    };
+    fakes::Candidate any;
+    any.name = "fake_any";
+    any.score = 0;
+    fakes::Candidate w8a8;
+    w8a8.name = "fake_w8a8";
+    w8a8.formats = 1u << TRT_WOQ_WEIGHT_INT8;
+    w8a8.modes = 1u << TRT_WOQ_ACT_MODE_W8A8_DYNAMIC;
+    w8a8.epilogues = 1u << TRT_WOQ_EPILOGUE_NONE;
+    w8a8.score = 3;
+    w8a8.workspace = [](trt_woq_linear_params const& p) { return size_t(p.m) * size_t(p.k); };
+    fakes::gCandidates = {small, big, any, w8a8};
+}
+
+// ------------------------------------------------------------------------------------------------ one node
+void checkNode(Node const& node)
+{
+    gWhere = node.label;
+    AttrMap const a = byName(node.attrs);
+    int64_t const k = intOf(a, "in_features");
+    int64_t const n = intOf(a, "out_features");
+    int64_t const bits = intOf(a, "bits");
+    int32_t const hasZeros = static_cast<int32_t>(intOf(a, "has_zeros"));
+    int32_t const hasBias = static_cast<int32_t>(intOf(a, "has_bias"));
+    int32_t const actAsym = static_cast<int32_t>(intOf(a, "act_asymmetric"));
+    int32_t const nbIn = 3 + hasZeros + hasBias + actAsym;
+
+    gLogger.messages.clear();
+    IPluginCreatorV3One* c = creator("WeightOnlyLinear");
+    Fields fields(node.attrs, c->getFieldNames());
+    std::unique_ptr<IPluginV3> plugin(c->createPlugin(node.label.c_str(), fields.collection(), TensorRTPhase::kBUILD));
+    if (!check(plugin != nullptr, "createPlugin(kBUILD) refused a node graph_passes wrote:" + gLogger.all()))
+    {
+        return;
+    }
+    Views v = views(plugin.get());
+    check(v.core && v.build && v.runtime, "capability interfaces");
+
+    // Every attribute the creator lists reads back as written; the optional ones absent read as their default.
+    PluginFieldCollection const* listed = c->getFieldNames();
+    PluginFieldCollection const* ser = v.runtime->getFieldsToSerialize();
+    std::string const serialized = describe(ser);
+    for (int32_t i = 0; i < listed->nbFields; ++i)
+    {
+        std::string const name = listed->fields[i].name;
+        auto it = a.find(name);
+        std::string const got = fieldValues(ser, name);
+        if (it != a.end())
+        {
+            check(got == attrValues(it->second), "field " + name + " serialized as " + got + ", the node has "
+                    + attrValues(it->second));
+        }
+        else if (listed->fields[i].type == PluginFieldType::kINT32)
+        {
+            check(got == "0", "absent field " + name + " serialized as " + got + ", expected its default 0");
+        }
+    }
+    for (auto const& [name, attr] : a)
+    {
+        bool const isListed = std::any_of(listed->fields, listed->fields + listed->nbFields,
+            [&](PluginField const& f) { return name == f.name; });
+        check(isListed || attr.type == "STRING", "attribute " + name + " is not a field the creator lists");
+    }
+
+    // Round trip: serialize -> createPlugin(kRUNTIME); clone; attachToContext.
+    std::unique_ptr<IPluginV3> runtime(c->createPlugin(node.label.c_str(), ser, TensorRTPhase::kRUNTIME));
+    if (check(runtime != nullptr, "createPlugin(kRUNTIME) from getFieldsToSerialize:" + gLogger.all()))
+    {
+        check(describe(views(runtime.get()).runtime->getFieldsToSerialize()) == serialized,
+            "runtime plugin's fields differ from the build plugin's: "
+                + describe(views(runtime.get()).runtime->getFieldsToSerialize()) + " vs " + serialized);
+    }
+    std::unique_ptr<IPluginV3> cloned(plugin->clone());
+    check(cloned && describe(views(cloned.get()).runtime->getFieldsToSerialize()) == serialized, "clone's fields");
+    std::unique_ptr<IPluginV3> attached(v.runtime->attachToContext(nullptr));
+    check(attached && describe(views(attached.get()).runtime->getFieldsToSerialize()) == serialized,
+        "attachToContext's fields");
+    check(describe(v.runtime->getFieldsToSerialize()) == serialized, "getFieldsToSerialize twice");
+
+    // Output types.
+    std::vector<DataType> inTypes(static_cast<size_t>(nbIn), DataType::kHALF);
+    inTypes[1] = DataType::kINT32;
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+    {
+        inTypes[0] = t;
+        DataType out = DataType::kFLOAT;
+        check(v.build->getOutputDataTypes(&out, 1, inTypes.data(), nbIn) == 0 && out == t, "output type");
+    }
+    inTypes[0] = DataType::kFLOAT;
+    DataType out{};
+    check(v.build->getOutputDataTypes(&out, 1, inTypes.data(), nbIn) != 0, "FLOAT activation refused");
+    check(v.build->getOutputDataTypes(&out, 1, inTypes.data(), nbIn + 1) != 0, "an extra input refused");
+
+    // Output shapes: ranks 2 .. 4, leading dims symbolic, K constant or symbolic.
+    for (int32_t rank = 2; rank <= 4; ++rank)
+    {
+        for (bool kConst : {true, false})
+        {
+            ExprBuilder eb;
+            std::vector<DimsExprs> ins(static_cast<size_t>(nbIn));
+            ins[0].nbDims = rank;
+            for (int32_t d = 0; d + 1 < rank; ++d)
+            {
+                ins[0].d[d] = eb.symbol(3 + d);
+            }
+            ins[0].d[rank - 1] = kConst ? eb.constant(k) : eb.symbol(k);
+            DimsExprs outs[1];
+            bool const ok = v.build->getOutputShapes(ins.data(), nbIn, nullptr, 0, outs, 1, eb) == 0;
+            bool same = ok && outs[0].nbDims == rank && outs[0].d[rank - 1]->isConstant()
+                && outs[0].d[rank - 1]->getConstantValue() == n;
+            for (int32_t d = 0; same && d + 1 < rank; ++d)
+            {
+                same = value(outs[0].d[d]) == 3 + d && !outs[0].d[d]->isConstant();
+            }
+            check(same, "output shape for rank " + std::to_string(rank) + (kConst ? " (K constant)" : " (K symbolic)"));
+        }
+        ExprBuilder eb;
+        std::vector<DimsExprs> ins(static_cast<size_t>(nbIn));
+        ins[0].nbDims = rank;
+        for (int32_t d = 0; d < rank; ++d)
+        {
+            ins[0].d[d] = eb.symbol(2);
+        }
+        ins[0].d[rank - 1] = eb.constant(k + 64);
+        DimsExprs outs[1];
+        gLogger.messages.clear();
+        check(v.build->getOutputShapes(ins.data(), nbIn, nullptr, 0, outs, 1, eb) != 0
+                && gLogger.saw({std::to_string(k + 64), std::to_string(k)}),
+            "a last dimension other than in_features refused, quoting it");
+    }
+
+    // Formats: every position refuses other formats; the types enqueue handles.
+    std::vector<DynamicPluginTensorDesc> io(static_cast<size_t>(nbIn + 1));
+    for (DataType act : {DataType::kHALF, DataType::kBF16})
+    {
+        for (int32_t pos = 0; pos <= nbIn; ++pos)
+        {
+            for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32, DataType::kINT8})
+            {
+                for (TensorFormat f : {TensorFormat::kLINEAR, TensorFormat::kHWC8})
+                {
+                    for (auto& d : io)
+                    {
+                        d.desc.type = act;
+                        d.desc.format = TensorFormat::kLINEAR;
+                    }
+                    io[static_cast<size_t>(pos)].desc.type = t;
+                    io[static_cast<size_t>(pos)].desc.format = f;
+                    bool const int32Pos = pos == 1 || (actAsym && pos == nbIn - 1);
+                    bool const want = f == TensorFormat::kLINEAR
+                        && (pos == 0 ? (t == DataType::kHALF || t == DataType::kBF16)
+                                     : (int32Pos ? t == DataType::kINT32 : t == act));
+                    check(v.build->supportsFormatCombination(pos, io.data(), nbIn, 1) == want,
+                        "supportsFormatCombination pos " + std::to_string(pos) + " type "
+                            + std::to_string(static_cast<int32_t>(t)) + " format "
+                            + std::to_string(static_cast<int32_t>(f)));
+                }
+            }
+        }
+    }
+
+    // Configure a profile M in [1, 4096] over a rank-3 activation.
+    int64_t const groups = intOf(a, "group_size") == -1 ? 1 : k / intOf(a, "group_size");
+    int64_t const rows = bits == 8 ? n / 2 : n / 4;
+    int64_t const cols = bits == 6 ? 3 * k / 4 : k / 2;
+    std::vector<DynamicPluginTensorDesc> in(static_cast<size_t>(nbIn));
+    in[0] = tensor(DataType::kBF16, dims({-1, -1, k}), dims({1, 1, k}), dims({1, 128, k}), dims({2, 2048, k}));
+    in[1] = tensor(DataType::kINT32, dims({rows, cols}));
+    for (int32_t i = 2; i < nbIn; ++i)
+    {
+        in[static_cast<size_t>(i)] = tensor(DataType::kBF16, dims({groups, n}));
+    }
+    if (hasBias)
+    {
+        in[static_cast<size_t>(3 + hasZeros)] = tensor(DataType::kBF16, dims({n}));
+    }
+    if (actAsym)
+    {
+        in[static_cast<size_t>(nbIn - 1)] = tensor(DataType::kINT32, dims({groups, n}));
+    }
+    DynamicPluginTensorDesc outDesc = tensor(DataType::kBF16, dims({-1, -1, n}));
+    setCandidates();
+    gLogger.messages.clear();
+    bool const configured = v.build->configurePlugin(in.data(), nbIn, &outDesc, 1) == 0;
+    if (!check(configured, "configurePlugin:" + gLogger.all()))
+    {
+        return;
+    }
+    // Workspace: at least every need over M in [1, 4096] of every candidate that supports that M.
+    size_t need = 0;
+    trt_woq_linear_params q{};
+    q.n = n;
+    q.k = k;
+    q.weight_format = bits == 8 ? TRT_WOQ_WEIGHT_INT8 : bits == 6 ? TRT_WOQ_WEIGHT_FP6_E3M2 : TRT_WOQ_WEIGHT_INT4;
+    q.act_mode = static_cast<trt_woq_act_mode>(intOf(a, "act_mode"));
+    q.epilogue = static_cast<trt_woq_epilogue>(intOf(a, "activation"));
+    for (q.m = 1; q.m <= 4096; ++q.m)
+    {
+        for (int32_t id = 0; id < trt_woq_linear_candidate_count(); ++id)
+        {
+            if (fakes::supports(id, q))
+            {
+                need = std::max(need, fakes::gCandidates[static_cast<size_t>(id)].workspace(q));
+            }
+        }
+    }
+    size_t const ws = v.build->getWorkspaceSize(in.data(), nbIn, &outDesc, 1);
+    check(ws >= need, "workspace " + std::to_string(ws) + " < the largest need " + std::to_string(need));
+
+    // Tactics: the candidates serving this node over the whole profile, as their tactics.
+    std::vector<int32_t> wantTactics;
+    for (int32_t id = 0; id < trt_woq_linear_candidate_count(); ++id)
+    {
+        q.m = 1;
+        bool ok = fakes::supports(id, q);
+        q.m = 4096;
+        if (ok && fakes::supports(id, q))
+        {
+            wantTactics.push_back(fakes::tacticOf(fakes::gCandidates[static_cast<size_t>(id)].name));
+        }
+    }
+    int32_t const nbTactics = v.build->getNbTactics();
+    std::vector<int32_t> tactics(static_cast<size_t>(std::max(nbTactics, 0)));
+    check(nbTactics == static_cast<int32_t>(wantTactics.size())
+            && v.build->getValidTactics(tactics.data(), nbTactics) == 0 && tactics == wantTactics,
+        "tactics");
+    check(v.build->getTimingCacheID() != nullptr, "a timing cache ID after configurePlugin");
+
+    // Runtime: every tactic and the default, at M = 3 and M = 4 * 100; enqueue's operands.
+    std::vector<int32_t> runTactics = tactics;
+    runTactics.push_back(0);
+    runTactics.push_back(fakes::tacticOf("fake_gemv")); // serves M <= 16 only: the dispatch for larger M
+    Views rv = views(runtime.get());
+    for (int32_t tactic : runTactics)
+    {
+        for (Dims x : {dims({1, 3, k}), dims({4, 100, k})})
+        {
+            std::vector<PluginTensorDesc> pin(static_cast<size_t>(nbIn));
+            for (int32_t i = 0; i < nbIn; ++i)
+            {
+                pin[static_cast<size_t>(i)] = in[static_cast<size_t>(i)].desc;
+            }
+            pin[0].dims = x;
+            PluginTensorDesc pout = outDesc.desc;
+            pout.dims = dims({x.d[0], x.d[1], n});
+            int64_t const m = x.d[0] * x.d[1];
+            check(rv.runtime->setTactic(tactic) == 0, "setTactic " + std::to_string(tactic));
+            check(rv.runtime->onShapeChange(pin.data(), nbIn, &pout, 1) == 0, "onShapeChange");
+            std::vector<void const*> ptrs;
+            for (int32_t i = 0; i < nbIn; ++i)
+            {
+                ptrs.push_back(reinterpret_cast<void const*>(uintptr_t(0x10000) * uintptr_t(i + 1)));
+            }
+            void* outPtr = reinterpret_cast<void*>(uintptr_t(0xA0000));
+            void* wsPtr = reinterpret_cast<void*>(uintptr_t(0xB0000));
+            fakes::gRuns.clear();
+            check(rv.runtime->enqueue(pin.data(), &pout, ptrs.data(), &outPtr, wsPtr, nullptr) == 0, "enqueue");
+            if (!check(fakes::gRuns.size() == 1, "one kernel call per enqueue"))
+            {
+                continue;
+            }
+            trt_woq_linear_params const& p = fakes::gRuns[0].params;
+            int32_t const tid = trt_woq_linear_candidate_by_tactic(tactic);
+            q.m = m;
+            int32_t const wantId = tactic != 0 && fakes::supports(tid, q) ? tid : TRT_WOQ_CANDIDATE_AUTO;
+            check(fakes::gRuns[0].id == wantId,
+                "tactic " + std::to_string(tactic) + " at M=" + std::to_string(m) + " ran candidate "
+                    + std::to_string(fakes::gRuns[0].id) + ", expected " + std::to_string(wantId));
+            check(p.activation == ptrs[0] && p.packed_weight == ptrs[1] && p.scales == ptrs[2], "X, W, scales");
+            check(p.zeros == (hasZeros ? ptrs[3] : nullptr), "zeros pointer");
+            check(p.bias == (hasBias ? ptrs[static_cast<size_t>(3 + hasZeros)] : nullptr), "bias pointer");
+            check(p.weight_sums == (actAsym ? ptrs[static_cast<size_t>(nbIn - 1)] : nullptr), "weight_sums pointer");
+            check(p.output == outPtr && p.workspace == wsPtr, "output and workspace pointers");
+            check(p.m == m && p.n == n && p.k == k && p.group_size == intOf(a, "group_size")
+                    && p.layout_version == intOf(a, "layout") && p.weight_format == q.weight_format,
+                "sizes and format");
+            check(p.act_type == TRT_WOQ_ACT_BF16 && p.act_mode == intOf(a, "act_mode")
+                    && p.act_asymmetric == actAsym && p.op == TRT_WOQ_OP_LINEAR,
+                "activation type and mode");
+            check(p.epilogue == intOf(a, "activation"), "epilogue");
+            if (p.epilogue == TRT_WOQ_EPILOGUE_CLIP)
+            {
+                check(p.clip_min == static_cast<float>(std::stod(a.at("clip_min").values[0]))
+                        && p.clip_max == static_cast<float>(std::stod(a.at("clip_max").values[0])),
+                    "clip bounds");
+            }
+            check(p.workspace_size <= ws, "enqueue's workspace_size " + std::to_string(p.workspace_size)
+                    + " within getWorkspaceSize " + std::to_string(ws));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------ fixed cases
+void expectRefused(std::vector<Attr> const& attrs, std::vector<std::string> const& quote, std::string const& what)
+{
+    gLogger.messages.clear();
+    std::unique_ptr<IPluginV3> p(create(attrs));
+    check(p == nullptr, what + ": createPlugin accepted it");
+    check(gLogger.saw(quote), what + ": no message quoting the value; got:" + gLogger.all());
+}
+
+void invalidFields()
+{
+    gWhere = "invalid fields";
+    bool const baseValid = std::unique_ptr<IPluginV3>(create(baseAttrs())) != nullptr;
+    check(baseValid, "the base node is valid:" + gLogger.all());
+    for (char const* name : {"bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias"})
+    {
+        expectRefused(without(baseAttrs(), name), {"required field", name}, std::string("missing ") + name);
+    }
+    expectRefused(with(baseAttrs(), {"INT", "bits", {"5"}}), {"bits 5"}, "bits 5");
+    expectRefused(with(baseAttrs(), {"INT", "group_size", {"96"}}), {"group_size 96"}, "group_size 96");
+    expectRefused(with(baseAttrs(), {"INT", "group_size", {"256"}}), {"group_size 256", "384"}, "group_size 256 vs K");
+    expectRefused(with(baseAttrs(), {"INT", "in_features", {"100"}}), {"in_features 100"}, "in_features 100");
+    expectRefused(with(baseAttrs(), {"INT", "in_features", {"-128"}}), {"in_features -128"}, "in_features -128");
+    expectRefused(with(baseAttrs(), {"INT", "out_features", {"6"}}), {"out_features 6"}, "out_features 6");
+    expectRefused(with(baseAttrs(), {"INT", "layout", {"2"}}), {"layout 2"}, "layout 2 for INT4");
+    expectRefused(with(baseAttrs(), {"INT", "has_zeros", {"2"}}), {"has_zeros 2"}, "has_zeros 2");
+    expectRefused(with(baseAttrs(), {"INT", "has_bias", {"-1"}}), {"has_bias -1"}, "has_bias -1");
+    expectRefused(with(baseAttrs(), {"INT", "activation", {"6"}}), {"activation 6"}, "activation 6");
+    expectRefused(with(baseAttrs(), {"INT", "act_mode", {"2"}}), {"act_mode 2"}, "act_mode 2");
+    expectRefused(with(baseAttrs(), {"INT", "act_mode", {"1"}}), {"bits 4"}, "W8A8 with INT4 weights");
+    expectRefused(with(baseAttrs(), {"INT", "act_asymmetric", {"1"}}), {"act_asymmetric 1"}, "act_asymmetric alone");
+    auto clip = with(baseAttrs(), {"INT", "activation", {"2"}});
+    expectRefused(with(with(clip, {"FLOAT", "clip_min", {"1"}}), {"FLOAT", "clip_max", {"0"}}), {"clip_min 1"},
+        "clip_min > clip_max");
+    expectRefused(with(with(clip, {"FLOAT", "clip_min", {"nan"}}), {"FLOAT", "clip_max", {"0"}}), {"clip_min nan"},
+        "clip_min NaN");
+    // graph_passes refuses a clip node without its bounds (WoqAttributes._read); so must the plugin, not clip to 0.
+    expectRefused(with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
+    expectRefused(with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
+    check(std::unique_ptr<IPluginV3>(create(with(with(clip, {"FLOAT", "clip_min", {"-inf"}}),
+              {"FLOAT", "clip_max", {"6"}})))
+            != nullptr,
+        "clip with clip_min -inf");
+
+    Fields raw;
+    for (Attr const& x : with(baseAttrs(), {"INT64", "in_features", {"1099511627776"}}))
+    {
+        raw.add(x);
+    }
+    gLogger.messages.clear();
+    std::unique_ptr<IPluginV3> big(
+        creator("WeightOnlyLinear")->createPlugin("n", raw.collection(), TensorRTPhase::kBUILD));
+    check(big == nullptr && gLogger.saw({"1099511627776"}), "an int64 beyond int32 refused, quoting it");
+    Fields asInt64;
+    for (Attr x : baseAttrs())
+    {
+        if (x.type == "INT")
+        {
+            x.type = "INT64";
+        }
+        asInt64.add(x);
+    }
+    check(std::unique_ptr<IPluginV3>(creator("WeightOnlyLinear")->createPlugin("n", asInt64.collection(),
+              TensorRTPhase::kBUILD))
+            != nullptr,
+        "kINT64 fields (TensorRT's Python PluginField of an int) accepted");
+    Fields wrongType;
+    for (Attr const& x : with(baseAttrs(), {"FLOAT", "bits", {"4"}}))
+    {
+        wrongType.add(x);
+    }
+    gLogger.messages.clear();
+    check(creator("WeightOnlyLinear")->createPlugin("n", wrongType.collection(), TensorRTPhase::kBUILD) == nullptr
+            && gLogger.saw({"bits"}),
+        "bits as a float refused");
+    Fields twoValues;
+    for (Attr const& x : with(baseAttrs(), {"INTS", "bits", {"4", "4"}}))
+    {
+        twoValues.add(x);
+    }
+    check(creator("WeightOnlyLinear")->createPlugin("n", twoValues.collection(), TensorRTPhase::kBUILD) == nullptr,
+        "bits as two values refused");
+    Fields version;
+    for (Attr const& x : with(baseAttrs(), {"STRING", "plugin_version", {"2"}}))
+    {
+        version.add(x);
+    }
+    gLogger.messages.clear();
+    check(creator("WeightOnlyLinear")->createPlugin("n", version.collection(), TensorRTPhase::kBUILD) == nullptr
+            && gLogger.saw({"\"2\""}),
+        "plugin_version 2 refused, quoting it");
+    check(creator("WeightOnlyLinear")->createPlugin("n", nullptr, TensorRTPhase::kBUILD) == nullptr, "null fields");
+    PluginFieldCollection broken{3, nullptr};
+    check(creator("WeightOnlyLinear")->createPlugin(nullptr, &broken, TensorRTPhase::kBUILD) == nullptr,
+        "fields count without fields");
+}
+
+// Configures `plugin` for M in [1, 64] over [M, K] fp16 with a packed weight of `w` and `groups` rows of scales;
+// returns configurePlugin's status.
+int32_t configure(IPluginV3* plugin, int64_t k, int64_t n, Dims w, int64_t groups = 3, int32_t nbIn = 3)
+{
+    std::vector<DynamicPluginTensorDesc> in(static_cast<size_t>(nbIn));
+    in[0] = tensor(DataType::kHALF, dims({-1, k}), dims({1, k}), dims({8, k}), dims({64, k}));
+    in[1] = tensor(DataType::kINT32, w);
+    for (int32_t i = 2; i < nbIn; ++i)
+    {
+        in[static_cast<size_t>(i)] = tensor(DataType::kHALF, dims({groups, n}));
+    }
+    DynamicPluginTensorDesc out = tensor(DataType::kHALF, dims({-1, n}));
+    return views(plugin).build->configurePlugin(in.data(), nbIn, &out, 1);
+}
+
+void timingCacheId()
+{
+    gWhere = "timing cache ID";
+    setCandidates();
+    // Two nodes alike but for the fused epilogue (a Llama MLP's gate_proj with SiLU and its up_proj) have the same
+    // I/O shapes; the epilogue changes the kernels' cost and which candidates serve the node.
+    std::string ids[2];
+    int32_t i = 0;
+    for (char const* act : {"0", "3"})
+    {
+        std::unique_ptr<IPluginV3> p(create(with(baseAttrs(), {"INT", "activation", {act}})));
+        check(p && configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure");
+        char const* id = p ? views(p.get()).build->getTimingCacheID() : nullptr;
+        ids[i++] = id ? id : "";
+    }
+    check(!ids[0].empty() && ids[0] != ids[1], "activation 0 and 3 share the timing cache ID \"" + ids[0] + "\"");
+}
+
+void sizesBeyondInt32()
+{
+    gWhere = "sizes beyond int32";
+    setCandidates();
+    // FP6, K = 2^30: the packed weight is [N / 4, 3 K / 4] = [1, 805306368]; 3 K overflows int32.
+    auto attrs = with(with(with(with(baseAttrs(), {"INT", "bits", {"6"}}), {"INT", "layout", {"2"}}),
+                           {"INT", "in_features", {"1073741824"}}),
+        {"INT", "out_features", {"4"}});
+    std::unique_ptr<IPluginV3> p(create(attrs));
+    gLogger.messages.clear();
+    bool const configured
+        = p && configure(p.get(), int64_t(1) << 30, 4, dims({1, 805306368}), (int64_t(1) << 30) / 128) == 0;
+    check(configured, "FP6 K = 2^30 with its packed weight [1, 805306368]:" + gLogger.all());
+
+    // Workspace beyond 4 GiB: M up to 2^22 rows, the W8A8 fake needs M * K bytes.
+    auto w8 = with(with(with(with(baseAttrs(), {"INT", "bits", {"8"}}), {"INT", "act_mode", {"1"}}),
+                        {"INT", "in_features", {"8192"}}),
+        {"INT", "group_size", {"-1"}});
+    std::unique_ptr<IPluginV3> q(create(w8));
+    std::vector<DynamicPluginTensorDesc> in(3);
+    in[0] = tensor(DataType::kHALF, dims({-1, -1, 8192}), dims({1, 1, 8192}), dims({1, 1, 8192}),
+        dims({1024, 4096, 8192}));
+    in[1] = tensor(DataType::kINT32, dims({32, 4096}));
+    in[2] = tensor(DataType::kHALF, dims({1, 64}));
+    DynamicPluginTensorDesc out = tensor(DataType::kHALF, dims({-1, -1, 64}));
+    check(q && views(q.get()).build->configurePlugin(in.data(), 3, &out, 1) == 0, "configure W8A8");
+    size_t const ws = q ? views(q.get()).build->getWorkspaceSize(in.data(), 3, &out, 1) : 0;
+    check(ws == size_t(1024) * 4096 * 8192, "workspace for M = 2^22, K = 8192: " + std::to_string(ws));
+}
+
+void failurePaths()
+{
+    gWhere = "failure paths";
+    setCandidates();
+    std::unique_ptr<IPluginV3> p(create(baseAttrs()));
+    gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 100})) != 0 && gLogger.saw({"packed_weight is [16, 100]", "[16, 192]"}),
+        "a wrong packed_weight shape refused, quoting both");
+    gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 192}), 1) != 0 && gLogger.saw({"scales is [1, 64]", "[3, 64]"}),
+        "scales of one group for group_size 128, K 384 refused, quoting both");
+    gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 192}), 3, 4) != 0 && gLogger.saw({"expected 3 inputs"}),
+        "an input count that does not match the flags refused");
+    fakes::gNoDevice = true;
+    gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 192})) != 0 && gLogger.saw({"cudaErrorNoDevice"}),
+        "configurePlugin without a CUDA device fails with the CUDA error");
+    fakes::gNoDevice = false;
+    fakes::gCandidates.clear();
+    gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure with no candidate at all (dispatch at run)");
+    setCandidates();
+    fakes::gCandidates.resize(1); // fake_gemv: M <= 16, the profile reaches 64
+    gLogger.messages.clear();
+    check(configure(p.get(), 384, 64, dims({16, 192})) != 0 && gLogger.saw({"no kernel serves", "M=64"}),
+        "configurePlugin refuses a profile no kernel serves, naming M");
+
+    setCandidates();
+    check(configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure");
+    IPluginV3OneRuntime* rt = views(p.get()).runtime;
+    gLogger.messages.clear();
+    check(rt->setTactic(12345) != 0 && gLogger.saw({"tactic 12345", "0 = default", "fake_gemv = "}),
+        "an unknown tactic refused, listing the node's tactics");
+    PluginTensorDesc in[3]{};
+    in[0].type = DataType::kHALF;
+    in[0].format = TensorFormat::kLINEAR;
+    in[0].dims = dims({5, 384});
+    PluginTensorDesc out{};
+    out.type = DataType::kHALF;
+    out.dims = dims({5, 64});
+    check(rt->setTactic(0) == 0 && rt->onShapeChange(in, 3, &out, 1) == 0, "onShapeChange");
+    in[0].dims = dims({5, 320});
+    check(rt->onShapeChange(in, 3, &out, 1) != 0, "onShapeChange refuses K 320");
+    in[0].dims = dims({5, 384});
+    void const* ptrs[3] = {&in[0], &in[1], &in[2]};
+    void* o = &out;
+    fakes::gRunStatus = TRT_WOQ_ERR_CUDA;
+    gLogger.messages.clear();
+    check(rt->enqueue(in, &out, ptrs, &o, nullptr, nullptr) != 0
+            && gLogger.saw({"enqueue", "fake CUDA error", "M=5", "cudaErrorFakeLaunchFailure"}),
+        "a kernel failure fails enqueue with the status and the CUDA error in TensorRT's log");
+    fakes::gRunStatus = TRT_WOQ_OK;
+    fakes::gRuns.clear();
+    in[0].dims = dims({0, 384});
+    check(rt->enqueue(in, &out, ptrs, &o, nullptr, nullptr) == 0 && fakes::gRuns.empty(), "M = 0 launches nothing");
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    setLoggerFinder(&gFinder);
+    IPluginCreatorV3One* c = creator("WeightOnlyLinear");
+    if (c == nullptr)
+    {
+        std::printf("FAIL no WeightOnlyLinear creator (name, version 1, namespace \"\") in getCreators\n");
+        return 1;
+    }
+    if (argc > 1)
+    {
+        std::vector<Node> nodes = readNodes(argv[1]);
+        check(!nodes.empty(), std::string("nodes in ") + argv[1]);
+        for (Node const& n : nodes)
+        {
+            if (n.op == "WeightOnlyLinear")
+            {
+                checkNode(n);
+            }
+        }
+    }
+    invalidFields();
+    timingCacheId();
+    sizesBeyondInt32();
+    failurePaths();
+    return finish();
+}
