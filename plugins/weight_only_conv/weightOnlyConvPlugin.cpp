@@ -21,6 +21,8 @@ namespace
 
 constexpr int32_t kOK = 0;
 constexpr int32_t kFAIL = -1;
+// getWorkspaceSize visits every input of a profile holding at most this many (batch x H x W); see workspaceBound.
+constexpr int64_t kMAX_WORKSPACE_SHAPES = int64_t(1) << 14;
 
 // The node's attributes (docs/op.md): the WeightOnlyLinear ones, then the geometry, then the clip bounds. The ONNX
 // parser passes INT as one kINT32, INTS as a kINT32 array, FLOAT as kFLOAT32 (docs/op.md, parser mapping).
@@ -128,8 +130,9 @@ WeightOnlyConvPlugin::WeightOnlyConvPlugin(WeightOnlyConvPlugin const& other)
     , mParams(other.mParams)
     , mSm(other.mSm)
     , mActType(other.mActType)
+    , mReservations(other.mReservations)
 {
-    // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
+    // mFieldsToSerialize (and mReservationWords) point into the object they belong to: rebuilt on demand, not copied.
 }
 
 IPluginCapability* WeightOnlyConvPlugin::getCapabilityInterface(PluginCapabilityType type) noexcept
@@ -337,12 +340,90 @@ int32_t WeightOnlyConvPlugin::configurePlugin(
             return fail(mName, "configurePlugin",
                 "no kernel runs this conv for the profile's largest input " + dimsString(in[kACTIVATION_IDX].max));
         }
+        // What getWorkspaceSize returns for this profile, so that enqueue passes it as the workspace's size.
+        WorkspaceReservation r = profileOf(in[kACTIVATION_IDX]);
+        bool everyShape = true;
+        r.bytes = static_cast<int64_t>(workspaceBound(r, mSm, &everyShape));
+        addReservation(mReservations, r);
+        if (!everyShape)
+        {
+            logWarning(std::string(kCONV_PLUGIN_NAME) + "[" + mName + "]: the profile "
+                + dimsString(in[kACTIVATION_IDX].min) + " .. " + dimsString(in[kACTIVATION_IDX].max)
+                + " holds more than " + std::to_string(kMAX_WORKSPACE_SHAPES) + " inputs; the workspace ("
+                + std::to_string(r.bytes)
+                + " bytes) is the largest need of every batch at H and W each at min, opt and max, and an input "
+                  "needing more fails at enqueue");
+        }
         return kOK;
     }
     catch (std::exception const& e)
     {
         return fail(mName, "configurePlugin", e.what());
     }
+}
+
+WorkspaceReservation WeightOnlyConvPlugin::profileOf(DynamicPluginTensorDesc const& x) const
+{
+    WorkspaceReservation r;
+    r.actType = actTypeOf(x.desc.type);
+    bool const known = x.min.nbDims == 4 && x.opt.nbDims == 4 && x.max.nbDims == 4;
+    int32_t const axes[3] = {0, 2, 3};  // batch, H, W
+    for (int32_t i = 0; i < 3; ++i)
+    {
+        int32_t const a = axes[i];
+        r.min[i] = std::max<int64_t>(known ? x.min.d[a] : 1, 1);
+        r.max[i] = std::max<int64_t>(known ? x.max.d[a] : 1, r.min[i]);
+        r.opt[i] = std::min(std::max<int64_t>(known ? x.opt.d[a] : 1, r.min[i]), r.max[i]);
+    }
+    return r;
+}
+
+size_t WeightOnlyConvPlugin::workspaceBound(WorkspaceReservation const& profile, int32_t sm, bool* everyShape) const
+{
+    // The need of the kernels' dispatch (what enqueue runs) is not monotonic in the image size: by M and the
+    // geometry it picks im2col (an M x K patch buffer), the implicit kernels (a channels-last copy) or the TMA-im2col
+    // wgmma (split-K partials and counters, planned per M). So every input of the profile is visited, batch x H x W,
+    // where there are at most kMAX_WORKSPACE_SHAPES; beyond that every batch at H and W each at the profile's min,
+    // opt and max, and an input needing more fails at enqueue with the kernels' workspace error (no overrun).
+    int64_t shapes = 1;
+    for (int32_t i = 0; i < 3; ++i)
+    {
+        shapes = std::min(shapes * (profile.max[i] - profile.min[i] + 1), kMAX_WORKSPACE_SHAPES + 1);
+    }
+    bool const all = shapes <= kMAX_WORKSPACE_SHAPES;
+    if (everyShape)
+    {
+        *everyShape = all;
+    }
+    Dims x{};
+    x.nbDims = 4;
+    x.d[1] = mParams.inChannels;
+    trt_woq_linear_params p;
+    size_t bytes = 0;
+    auto const visit = [&](int64_t h, int64_t w) {
+        x.d[2] = h;
+        x.d[3] = w;
+        for (x.d[0] = profile.min[0]; x.d[0] <= profile.max[0]; ++x.d[0])
+        {
+            if (describe(x, static_cast<int32_t>(profile.actType), &p))
+            {
+                bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
+            }
+        }
+    };
+    for (int64_t h = profile.min[1]; all && h <= profile.max[1]; ++h)
+    {
+        for (int64_t w = profile.min[2]; w <= profile.max[2]; ++w)
+        {
+            visit(h, w);
+        }
+    }
+    for (int32_t i = 0; !all && i < 9; ++i)
+    {
+        int64_t const* const at[3] = {profile.min, profile.opt, profile.max};
+        visit(at[i / 3][1], at[i % 3][2]);
+    }
+    return bytes;
 }
 
 size_t WeightOnlyConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
@@ -354,24 +435,9 @@ size_t WeightOnlyConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inp
         {
             return 0;
         }
-        // The patches and the product grow with the input; the GEMM's split-K buffer may not (a smaller M can take
-        // more slices): the largest need over every batch of the profile, at its min, opt and max image sizes.
-        int32_t const sm = mSm ? mSm : currentSm();
-        trt_woq_linear_params p;
-        size_t bytes = 0;
-        DynamicPluginTensorDesc const& x = inputs[kACTIVATION_IDX];
-        for (Dims d : {x.min, x.opt, x.max})
-        {
-            for (int64_t batch = std::max<int64_t>(x.min.d[0], 1); batch <= x.max.d[0]; ++batch)
-            {
-                d.d[0] = batch;
-                if (describe(d, actTypeOf(inputs[kACTIVATION_IDX].desc.type), &p))
-                {
-                    bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
-                }
-            }
-        }
-        return bytes;
+        WorkspaceReservation const profile = profileOf(inputs[kACTIVATION_IDX]);
+        WorkspaceReservation const* reserved = findReservation(mReservations, profile);
+        return reserved ? static_cast<size_t>(reserved->bytes) : workspaceBound(profile, mSm ? mSm : currentSm());
     }
     catch (std::exception const& e)
     {
@@ -429,13 +495,36 @@ int32_t WeightOnlyConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginT
         p.bias = g.hasBias ? inputs[g.biasIndex()] : nullptr;
         p.output = outputs[0];
         p.workspace = workspace;
-        p.workspace_size = trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &sizesOnly, mSm);
+        // The size TensorRT allocated: at least what getWorkspaceSize returned for the profile running, so an input
+        // needing more gets the kernels' TRT_WOQ_ERR_WORKSPACE, not an overrun. Fields without reservations (no
+        // configurePlugin before serialization): the current input's own need.
+        Dims const& x = inputDesc[kACTIVATION_IDX].dims;
+        int64_t const extents[3] = {x.d[0], x.d[2], x.d[3]};
+        int64_t const reserved = reservedBytes(mReservations, p.act_type, extents);
+        if (reserved < 0 && !mReservations.empty())
+        {
+            return fail(mName, "enqueue",
+                "activation " + dimsString(x) + " lies in none of the profiles the workspace was reserved for: "
+                    + reservationsString(mReservations, 3));
+        }
+        p.workspace_size = reserved >= 0 ? static_cast<size_t>(reserved)
+                                         : trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &sizesOnly, mSm);
         trt_woq_status const s = trt_woq_linear_run(TRT_WOQ_CANDIDATE_AUTO, &p, stream);
         if (s != TRT_WOQ_OK)
         {
-            return fail(mName, "enqueue", std::string(trt_woq_status_string(s)) + " (M=" + std::to_string(p.m)
-                    + ", N=" + std::to_string(p.n) + ", K=" + std::to_string(p.k) + ")"
-                    + (s == TRT_WOQ_ERR_CUDA ? std::string(": ") + trt_woq_last_cuda_error() : std::string()));
+            std::string what = std::string(trt_woq_status_string(s)) + " (M=" + std::to_string(p.m)
+                + ", N=" + std::to_string(p.n) + ", K=" + std::to_string(p.k) + ")";
+            if (s == TRT_WOQ_ERR_CUDA)
+            {
+                what += std::string(": ") + trt_woq_last_cuda_error();
+            }
+            if (s == TRT_WOQ_ERR_WORKSPACE)
+            {
+                what += ": activation " + dimsString(x) + " needs "
+                    + std::to_string(trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &sizesOnly, mSm))
+                    + " bytes, the profile's getWorkspaceSize reserved " + std::to_string(p.workspace_size);
+            }
+            return fail(mName, "enqueue", what);
         }
         return kOK;
     }
@@ -458,6 +547,10 @@ PluginFieldCollection const* WeightOnlyConvPlugin::getFieldsToSerialize() noexce
         for (size_t i = 0; i < kNB_FIELDS; ++i)
         {
             mFieldsToSerialize.emplace_back(kFIELDS[i].name, storage(mParams, i), kFIELDS[i].type, kFIELDS[i].length);
+        }
+        if (!mReservations.empty())
+        {
+            mFieldsToSerialize.push_back(reservationField(mReservations, mReservationWords));
         }
         mFcToSerialize.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
         mFcToSerialize.fields = mFieldsToSerialize.data();
@@ -516,11 +609,22 @@ IPluginV3* WeightOnlyConvPluginCreator::createPlugin(
             return nullptr;
         }
         WeightOnlyConvParams params;
+        std::vector<WorkspaceReservation> reservations;
         bool seen[kNB_FIELDS] = {};
         for (int32_t i = 0; i < fc->nbFields; ++i)
         {
             PluginField const& f = fc->fields[i];
             std::string const fieldName = f.name ? f.name : "";
+            if (fieldName == kRESERVATION_FIELD)
+            {
+                std::string const bad = readReservations(f, reservations);
+                if (!bad.empty())
+                {
+                    fail(layer, "createPlugin", bad);
+                    return nullptr;
+                }
+                continue;
+            }
             size_t j = 0;
             while (j < kNB_FIELDS && fieldName != kFIELDS[j].name)
             {
@@ -583,7 +687,9 @@ IPluginV3* WeightOnlyConvPluginCreator::createPlugin(
             fail(layer, "createPlugin", bad);
             return nullptr;
         }
-        return new WeightOnlyConvPlugin(layer, params);
+        auto* plugin = new WeightOnlyConvPlugin(layer, params);
+        plugin->setReservations(std::move(reservations));
+        return plugin;
     }
     catch (std::exception const& e)
     {

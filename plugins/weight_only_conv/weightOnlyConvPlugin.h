@@ -88,11 +88,21 @@ public:
     // with known dims, C = in_channels and the kernel fitting.
     bool describe(nvinfer1::Dims const& x, int32_t actType, void* params) const noexcept;
 
+    // The workspace reservations read from the fields (createPlugin).
+    void setReservations(std::vector<WorkspaceReservation> r) { mReservations = std::move(r); }
+
 private:
+    // The profile of activation `x` (type; batch, H, W at min, opt, max) and the workspace getWorkspaceSize reserves
+    // for it; `everyShape` (optional) tells whether every input of the profile was visited.
+    WorkspaceReservation profileOf(nvinfer1::DynamicPluginTensorDesc const& x) const;
+    size_t workspaceBound(WorkspaceReservation const& profile, int32_t sm, bool* everyShape = nullptr) const;
+
     std::string mName;
     WeightOnlyConvParams mParams;
     int32_t mSm{0};
     int32_t mActType{0};
+    std::vector<WorkspaceReservation> mReservations;  // one per profile configurePlugin saw, or deserialized
+    std::vector<int64_t> mReservationWords;           // kRESERVATION_FIELD's storage
     std::vector<nvinfer1::PluginField> mFieldsToSerialize;
     nvinfer1::PluginFieldCollection mFcToSerialize{};
 };

@@ -140,6 +140,115 @@ int32_t currentSm()
     return major * 10 + minor;
 }
 
+namespace
+{
+
+bool sameProfile(WorkspaceReservation const& a, WorkspaceReservation const& b)
+{
+    return a.actType == b.actType && std::equal(a.min, a.min + 3, b.min) && std::equal(a.opt, a.opt + 3, b.opt)
+        && std::equal(a.max, a.max + 3, b.max);
+}
+
+} // namespace
+
+void addReservation(std::vector<WorkspaceReservation>& all, WorkspaceReservation const& r)
+{
+    auto const same
+        = std::find_if(all.begin(), all.end(), [&](WorkspaceReservation const& x) { return sameProfile(x, r); });
+    if (same != all.end())
+    {
+        *same = r;
+    }
+    else
+    {
+        all.push_back(r);
+    }
+}
+
+WorkspaceReservation const* findReservation(
+    std::vector<WorkspaceReservation> const& all, WorkspaceReservation const& key)
+{
+    auto const same
+        = std::find_if(all.begin(), all.end(), [&](WorkspaceReservation const& x) { return sameProfile(x, key); });
+    return same == all.end() ? nullptr : &*same;
+}
+
+int64_t reservedBytes(std::vector<WorkspaceReservation> const& all, int64_t actType, int64_t const (&extents)[3])
+{
+    int64_t bytes = -1;
+    for (WorkspaceReservation const& r : all)
+    {
+        bool holds = r.actType == actType;
+        for (int32_t i = 0; i < 3; ++i)
+        {
+            holds = holds && r.min[i] <= extents[i] && extents[i] <= r.max[i];
+        }
+        if (holds && (bytes < 0 || r.bytes < bytes))
+        {
+            bytes = r.bytes;
+        }
+    }
+    return bytes;
+}
+
+PluginField reservationField(std::vector<WorkspaceReservation> const& all, std::vector<int64_t>& words)
+{
+    words.clear();
+    for (WorkspaceReservation const& r : all)
+    {
+        words.push_back(r.actType);
+        words.insert(words.end(), r.min, r.min + 3);
+        words.insert(words.end(), r.opt, r.opt + 3);
+        words.insert(words.end(), r.max, r.max + 3);
+        words.push_back(r.bytes);
+    }
+    return PluginField(kRESERVATION_FIELD, words.data(), PluginFieldType::kINT64, static_cast<int32_t>(words.size()));
+}
+
+std::string readReservations(PluginField const& f, std::vector<WorkspaceReservation>& out)
+{
+    out.clear();
+    if (f.type != PluginFieldType::kINT64 || f.length < 0 || f.length % kRESERVATION_WORDS != 0
+        || (f.length > 0 && f.data == nullptr))
+    {
+        return std::string("field ") + kRESERVATION_FIELD + " must hold kINT64 values, "
+            + std::to_string(kRESERVATION_WORDS) + " per profile, got type "
+            + std::to_string(static_cast<int32_t>(f.type)) + ", length " + std::to_string(f.length);
+    }
+    auto const* w = static_cast<int64_t const*>(f.data);
+    for (int32_t i = 0; i < f.length; i += kRESERVATION_WORDS, w += kRESERVATION_WORDS)
+    {
+        WorkspaceReservation r;
+        r.actType = w[0];
+        std::copy(w + 1, w + 4, r.min);
+        std::copy(w + 4, w + 7, r.opt);
+        std::copy(w + 7, w + 10, r.max);
+        r.bytes = w[10];
+        if ((r.actType != TRT_WOQ_ACT_FP16 && r.actType != TRT_WOQ_ACT_BF16) || r.bytes < 0)
+        {
+            return std::string("field ") + kRESERVATION_FIELD + ": profile " + std::to_string(i / kRESERVATION_WORDS)
+                + " has activation type " + std::to_string(r.actType) + " and " + std::to_string(r.bytes) + " bytes";
+        }
+        out.push_back(r);
+    }
+    return {};
+}
+
+std::string reservationsString(std::vector<WorkspaceReservation> const& all, int32_t nbExtents)
+{
+    std::ostringstream s;
+    for (WorkspaceReservation const& r : all)
+    {
+        s << (&r == all.data() ? "" : "; ") << (r.actType == TRT_WOQ_ACT_BF16 ? "BF16" : "HALF") << " [";
+        for (int32_t i = 0; i < nbExtents && i < 3; ++i)
+        {
+            s << (i ? ", " : "") << r.min[i] << ".." << r.max[i];
+        }
+        s << "] " << r.bytes << " bytes";
+    }
+    return all.empty() ? std::string("none") : s.str();
+}
+
 std::string validate(WeightOnlyLinearParams const& p)
 {
     std::ostringstream e;
@@ -274,9 +383,10 @@ WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(WeightOnlyLinearPlugin const& oth
     , mTactic(other.mTactic)
     , mCandidate(other.mCandidate)
     , mTimingCacheId(other.mTimingCacheId)
+    , mReservations(other.mReservations)
 {
     TRT_WOQ_TRACE("WeightOnlyLinearPlugin::WeightOnlyLinearPlugin(copy)");
-    // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
+    // mFieldsToSerialize (and mReservationWords) point into the object they belong to: rebuilt on demand, not copied.
 }
 
 IPluginCapability* WeightOnlyLinearPlugin::getCapabilityInterface(PluginCapabilityType type) noexcept
@@ -564,12 +674,57 @@ int32_t WeightOnlyLinearPlugin::configurePlugin(DynamicPluginTensorDesc const* i
                 + std::to_string(mMin) + ", " + std::to_string(mMax) + "] on sm_" + std::to_string(mSm)
                 + "; enqueue uses the kernels' dispatch");
         }
+        // What getWorkspaceSize returns for this profile, so that enqueue passes it as the workspace's size.
+        WorkspaceReservation r = profileOf(in[kACTIVATION_IDX]);
+        r.bytes = static_cast<int64_t>(workspaceBound(r, mSm));
+        addReservation(mReservations, r);
         return kSTATUS_SUCCESS;
     }
     catch (std::exception const& e)
     {
         return fail(mName, "configurePlugin", e.what());
     }
+}
+
+WorkspaceReservation WeightOnlyLinearPlugin::profileOf(DynamicPluginTensorDesc const& x) const
+{
+    WorkspaceReservation r;
+    r.actType = x.desc.type == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
+    r.min[0] = std::max<int64_t>(rowsOf(x.min), 1);
+    r.max[0] = std::max<int64_t>(rowsOf(x.max), r.min[0]);
+    r.opt[0] = std::min(std::max<int64_t>(rowsOf(x.opt), r.min[0]), r.max[0]);
+    return r;
+}
+
+size_t WeightOnlyLinearPlugin::workspaceBound(WorkspaceReservation const& profile, int32_t sm) const
+{
+    int64_t const lo = profile.min[0];
+    int64_t const hi = profile.max[0];
+    // Whatever tactic TensorRT picks, and the dispatch fallback: the largest need over the profile's M range.
+    // Split plans make a candidate's need non-monotonic in M (a tail split at M = 333 may need more than at
+    // M = 4096), so every tile count is visited: token tiles are multiples of 16 rows.
+    std::vector<int64_t> ms{lo, profile.opt[0], hi};
+    for (int64_t m = (lo / kTILE_ROWS + 1) * kTILE_ROWS; m < hi; m += kTILE_ROWS)
+    {
+        ms.push_back(m);
+    }
+    size_t bytes = 0;
+    int32_t const count = trt_woq_linear_candidate_count();
+    for (int64_t m : ms)
+    {
+        trt_woq_linear_params p;
+        fillSizes(&p, m);
+        p.act_type = static_cast<trt_woq_act_type>(profile.actType);
+        bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
+        for (int32_t id = 0; id < count; ++id)
+        {
+            if (trt_woq_linear_candidate_supports(id, &p, sm) == TRT_WOQ_OK)
+            {
+                bytes = std::max(bytes, trt_woq_linear_workspace_size(id, &p, sm));
+            }
+        }
+    }
+    return bytes;
 }
 
 size_t WeightOnlyLinearPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
@@ -583,35 +738,9 @@ size_t WeightOnlyLinearPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* i
             fail(mName, "getWorkspaceSize", "unexpected input count " + std::to_string(nbInputs));
             return 0;
         }
-        int64_t const lo = std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].min), 1);
-        int64_t const hi = std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].max), lo);
-        int64_t const opt = std::min(std::max<int64_t>(rowsOf(inputs[kACTIVATION_IDX].opt), lo), hi);
-        int32_t const sm = mSm ? mSm : currentSm();
-        // Whatever tactic TensorRT picks, and the dispatch fallback: the largest need over the profile's M range.
-        // Split plans make a candidate's need non-monotonic in M (a tail split at M = 333 may need more than at
-        // M = 4096), so every tile count is visited: token tiles are multiples of 16 rows.
-        std::vector<int64_t> ms{lo, opt, hi};
-        for (int64_t m = (lo / kTILE_ROWS + 1) * kTILE_ROWS; m < hi; m += kTILE_ROWS)
-        {
-            ms.push_back(m);
-        }
-        size_t bytes = 0;
-        int32_t const count = trt_woq_linear_candidate_count();
-        for (int64_t m : ms)
-        {
-            trt_woq_linear_params p;
-            fillSizes(&p, m);
-            p.act_type = inputs[kACTIVATION_IDX].desc.type == DataType::kBF16 ? TRT_WOQ_ACT_BF16 : TRT_WOQ_ACT_FP16;
-            bytes = std::max(bytes, trt_woq_linear_workspace_size(TRT_WOQ_CANDIDATE_AUTO, &p, sm));
-            for (int32_t id = 0; id < count; ++id)
-            {
-                if (trt_woq_linear_candidate_supports(id, &p, sm) == TRT_WOQ_OK)
-                {
-                    bytes = std::max(bytes, trt_woq_linear_workspace_size(id, &p, sm));
-                }
-            }
-        }
-        return bytes;
+        WorkspaceReservation const profile = profileOf(inputs[kACTIVATION_IDX]);
+        WorkspaceReservation const* reserved = findReservation(mReservations, profile);
+        return reserved ? static_cast<size_t>(reserved->bytes) : workspaceBound(profile, mSm ? mSm : currentSm());
     }
     catch (std::exception const& e)
     {
@@ -787,7 +916,20 @@ int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, Plugi
         p.output = outputs[0];
         p.workspace = workspace;
         trt_woq_linear_params sizesOnly = p;
-        p.workspace_size = trt_woq_linear_workspace_size(mCandidate, &sizesOnly, mSm);
+        // The size TensorRT allocated: at least what getWorkspaceSize returned for the profile running, so a shape
+        // needing more gets the kernels' TRT_WOQ_ERR_WORKSPACE, not an overrun. Fields without reservations (no
+        // configurePlugin before serialization): the current shape's own need.
+        int64_t const extents[3] = {m, 0, 0};
+        int64_t const reserved = reservedBytes(mReservations, p.act_type, extents);
+        if (reserved < 0 && !mReservations.empty())
+        {
+            return fail(mName, "enqueue",
+                "activation " + dimsString(inputDesc[kACTIVATION_IDX].dims) + " (M=" + std::to_string(m)
+                    + ") lies in none of the profiles the workspace was reserved for: "
+                    + reservationsString(mReservations, 1));
+        }
+        p.workspace_size = reserved >= 0 ? static_cast<size_t>(reserved)
+                                         : trt_woq_linear_workspace_size(mCandidate, &sizesOnly, mSm);
         trt_woq_status const s = trt_woq_linear_run(mCandidate, &p, stream);
         if (s != TRT_WOQ_OK)
         {
@@ -797,6 +939,12 @@ int32_t WeightOnlyLinearPlugin::enqueue(PluginTensorDesc const* inputDesc, Plugi
             if (s == TRT_WOQ_ERR_CUDA)
             {
                 what += std::string(": ") + trt_woq_last_cuda_error();
+            }
+            if (s == TRT_WOQ_ERR_WORKSPACE)
+            {
+                what += ": this shape needs "
+                    + std::to_string(trt_woq_linear_workspace_size(mCandidate, &sizesOnly, mSm))
+                    + " bytes, the profile's getWorkspaceSize reserved " + std::to_string(p.workspace_size);
             }
             return fail(mName, "enqueue", what);
         }
@@ -828,6 +976,10 @@ PluginFieldCollection const* WeightOnlyLinearPlugin::getFieldsToSerialize() noex
         for (FloatField const& f : kFLOAT_FIELDS)
         {
             mFieldsToSerialize.emplace_back(f.name, &(mParams.*(f.member)), PluginFieldType::kFLOAT32, 1);
+        }
+        if (!mReservations.empty())
+        {
+            mFieldsToSerialize.push_back(reservationField(mReservations, mReservationWords));
         }
         mFcToSerialize.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
         mFcToSerialize.fields = mFieldsToSerialize.data();
@@ -897,6 +1049,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
             return nullptr;
         }
         WeightOnlyLinearParams params;
+        std::vector<WorkspaceReservation> reservations;
         bool seen[sizeof(kINT_FIELDS) / sizeof(kINT_FIELDS[0])] = {};
         bool seenFloat[sizeof(kFLOAT_FIELDS) / sizeof(kFLOAT_FIELDS[0])] = {};
         for (int32_t i = 0; i < fc->nbFields; ++i)
@@ -918,6 +1071,16 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
                     fail(layer, "createPlugin",
                         fieldName + " \"" + value + "\" is not \"" + want + "\" (this library builds version "
                             + kPLUGIN_VERSION + ")");
+                    return nullptr;
+                }
+                continue;
+            }
+            if (fieldName == kRESERVATION_FIELD)
+            {
+                std::string const bad = readReservations(f, reservations);
+                if (!bad.empty())
+                {
+                    fail(layer, "createPlugin", bad);
                     return nullptr;
                 }
                 continue;
@@ -1003,6 +1166,7 @@ IPluginV3* WeightOnlyLinearPluginCreator::createPlugin(
             return nullptr;
         }
         auto* plugin = new WeightOnlyLinearPlugin(layer, params);
+        plugin->setReservations(std::move(reservations));
         if (phase == TensorRTPhase::kRUNTIME)
         {
             logVerbose(std::string(kPLUGIN_NAME) + "[" + layer + "]: created for the runtime phase");

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trt_woq
@@ -67,6 +68,37 @@ std::string operandShapeError(WeightOnlyLinearParams const& p, nvinfer1::Dynamic
 std::string dimsString(nvinfer1::Dims const& d);
 int32_t currentSm();
 
+// What getWorkspaceSize returns for one profile that configurePlugin saw, kept so that enqueue can hand the kernels
+// the size TensorRT allocated (at least this) instead of the current shape's own need: the activation type
+// (trt_woq_act_type), the profile's extents at min, opt and max (WeightOnlyLinear: M, 0, 0; WeightOnlyConv: batch,
+// H, W) and the bytes. Serialized, kRESERVATION_WORDS int64 per profile, as the kINT64 field kRESERVATION_FIELD,
+// which no creator lists (it is not an ONNX attribute); fields without it load with no reservation.
+struct WorkspaceReservation
+{
+    int64_t actType{0};
+    int64_t min[3]{0, 0, 0};
+    int64_t opt[3]{0, 0, 0};
+    int64_t max[3]{0, 0, 0};
+    int64_t bytes{0};
+};
+constexpr char const* kRESERVATION_FIELD = "workspace_reservations";
+constexpr int32_t kRESERVATION_WORDS = 11;
+
+// Records `r`, replacing the reservation of the same type and profile.
+void addReservation(std::vector<WorkspaceReservation>& all, WorkspaceReservation const& r);
+// The reservation of the same type and profile (min, opt, max) as `key`, or nullptr.
+WorkspaceReservation const* findReservation(
+    std::vector<WorkspaceReservation> const& all, WorkspaceReservation const& key);
+// The smallest reservation of type `actType` whose profile holds `extents` (min <= e <= max on each), or -1: whatever
+// profile TensorRT runs, it holds the shape and TensorRT allocated at least that profile's reservation.
+int64_t reservedBytes(std::vector<WorkspaceReservation> const& all, int64_t actType, int64_t const (&extents)[3]);
+// The field of `all` over `words` (its storage); fills `words`.
+nvinfer1::PluginField reservationField(std::vector<WorkspaceReservation> const& all, std::vector<int64_t>& words);
+// Parses the field into `out`; empty string when it is well formed, else what is wrong, quoting the value.
+std::string readReservations(nvinfer1::PluginField const& f, std::vector<WorkspaceReservation>& out);
+// "HALF [1..3, 8..24, 8..24] 1234 bytes; ..." for messages, the first `nbExtents` extents of each.
+std::string reservationsString(std::vector<WorkspaceReservation> const& all, int32_t nbExtents);
+
 class WeightOnlyLinearPlugin : public nvinfer1::IPluginV3,
                                public nvinfer1::IPluginV3OneCore,
                                public nvinfer1::IPluginV3OneBuild,
@@ -112,6 +144,9 @@ public:
     nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
     nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
+    // The workspace reservations read from the fields (createPlugin).
+    void setReservations(std::vector<WorkspaceReservation> r) { mReservations = std::move(r); }
+
 private:
     // The kernel candidates that support M in [mMin, mMax] for this node on this GPU. A candidate's tactic is
     // trt_woq_linear_candidate_tactic(id), a hash of its name, so that engines and timing caches outlive a build.
@@ -120,6 +155,9 @@ private:
     std::string offeredTactics() const;
     void chooseCandidate();
     void fillSizes(void* params, int64_t m) const;
+    // The profile of activation `x` (type, M at min, opt, max) and the workspace getWorkspaceSize reserves for it.
+    WorkspaceReservation profileOf(nvinfer1::DynamicPluginTensorDesc const& x) const;
+    size_t workspaceBound(WorkspaceReservation const& profile, int32_t sm) const;
 
     std::string mName;
     WeightOnlyLinearParams mParams;
@@ -131,6 +169,8 @@ private:
     int32_t mTactic{0};      // TensorRT tactic; 0 = default
     int32_t mCandidate{-1};  // kernel candidate for mM; -1 = dispatch
     std::string mTimingCacheId;
+    std::vector<WorkspaceReservation> mReservations;  // one per profile configurePlugin saw, or deserialized
+    std::vector<int64_t> mReservationWords;           // kRESERVATION_FIELD's storage
     std::vector<nvinfer1::PluginField> mFieldsToSerialize;
     nvinfer1::PluginFieldCollection mFcToSerialize{};
 };

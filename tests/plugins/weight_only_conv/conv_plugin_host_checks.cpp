@@ -9,7 +9,10 @@
  * createPlugin(kRUNTIME), clone and attachToContext keep every field; the output shape against
  * OH = (H + top + bottom - dh (kh - 1) - 1) // sh + 1 for symbolic and constant H / W; supportsFormatCombination;
  * configurePlugin, getWorkspaceSize; enqueue hands the kernels the geometry and the operand of every position. Then
- * fixed cases: invalid fields and operand shapes (null plugin or failed call, a message quoting the value).
+ * fixed cases: invalid fields and operand shapes (null plugin or failed call, a message quoting the value); the
+ * workspace of a need that is not monotonic in the image size: getWorkspaceSize covers every input of the profile,
+ * enqueue hands the kernels the reservation (kept through serialization), and where the profile is too large to
+ * visit whole, an input needing more fails enqueue with the kernels' workspace error in TensorRT's log.
  */
 #include "host_harness.h"
 
@@ -394,6 +397,229 @@ void operandShapes()
     }
 }
 
+// ------------------------------------------------------------------------------------------------ workspace
+// The serialized field of the reservations (docs/plugin.md): 11 int64 per profile.
+constexpr char const* kRESERVATIONS = "workspace_reservations";
+constexpr int32_t kWORDS = 11;
+
+std::string dimsText(Dims const& d)
+{
+    std::string s = "[";
+    for (int32_t i = 0; i < d.nbDims; ++i)
+    {
+        s += (i ? ", " : "") + std::to_string(d.d[i]);
+    }
+    return s + "]";
+}
+
+// A need like conv_wgmma's: a channels-last copy of the input plus, for one M tile count in seven, split-K partials
+// (16 MiB): not monotonic in H and W, and at none of the profile's min / opt / max inputs below.
+size_t spikyNeed(trt_woq_linear_params const& p)
+{
+    trt_woq_conv_geometry const& g = p.conv;
+    size_t const copy = size_t(g.batch) * size_t(g.in_channels) * size_t(g.in_h) * size_t(g.in_w) * 2;
+    return copy + ((p.m + 15) / 16 % 7 == 3 ? size_t(1) << 24 : 0);
+}
+
+void setSpikyCandidates()
+{
+    setCandidates();
+    fakes::gCandidates[1].workspace = spikyNeed;
+}
+
+// The base node's (3 x 3, pads 1: OH = H, OW = W) need at [b, 64, h, w].
+size_t needAt(int64_t b, int64_t h, int64_t w)
+{
+    trt_woq_linear_params p{};
+    p.m = b * h * w;
+    p.conv.batch = static_cast<int32_t>(b);
+    p.conv.in_channels = 64;
+    p.conv.in_h = static_cast<int32_t>(h);
+    p.conv.in_w = static_cast<int32_t>(w);
+    return spikyNeed(p);
+}
+
+struct Profile
+{
+    DataType type;
+    Dims min, opt, max;
+};
+
+std::vector<DynamicPluginTensorDesc> baseInputs(Profile const& pr)
+{
+    std::vector<DynamicPluginTensorDesc> in(3);
+    in[0] = tensor(pr.type, dims({-1, 64, -1, -1}), pr.min, pr.opt, pr.max);
+    in[1] = tensor(DataType::kINT32, dims({8, 288}));
+    in[2] = tensor(pr.type, dims({9, 32}));
+    return in;
+}
+
+int32_t configureBase(IPluginV3* p, Profile const& pr)
+{
+    std::vector<DynamicPluginTensorDesc> in = baseInputs(pr);
+    DynamicPluginTensorDesc out = tensor(pr.type, dims({-1, 32, -1, -1}));
+    return views(p).build->configurePlugin(in.data(), 3, &out, 1);
+}
+
+size_t workspaceOf(IPluginV3* p, Profile const& pr)
+{
+    std::vector<DynamicPluginTensorDesc> in = baseInputs(pr);
+    DynamicPluginTensorDesc out = tensor(pr.type, dims({-1, 32, -1, -1}));
+    return views(p).build->getWorkspaceSize(in.data(), 3, &out, 1);
+}
+
+// Enqueues the base node on `x` (onShapeChange first); the status, the stand-in library's calls in fakes::gRuns.
+int32_t enqueueBase(IPluginV3* p, Dims x, DataType type = DataType::kHALF)
+{
+    PluginTensorDesc in[3]{};
+    for (PluginTensorDesc& d : in)
+    {
+        d.type = type;
+        d.format = TensorFormat::kLINEAR;
+    }
+    in[0].dims = x;
+    in[1].type = DataType::kINT32;
+    in[1].dims = dims({8, 288});
+    in[2].dims = dims({9, 32});
+    PluginTensorDesc out = in[0];
+    out.dims = dims({x.d[0], 32, x.d[2], x.d[3]});
+    void const* ptrs[3] = {&in[0], &in[1], &in[2]};
+    void* o = &out;
+    void* ws = &ptrs;
+    fakes::gRuns.clear();
+    IPluginV3OneRuntime* rt = views(p).runtime;
+    if (rt->onShapeChange(in, 3, &out, 1) != 0)
+    {
+        return -2;
+    }
+    return rt->enqueue(in, &out, ptrs, &o, ws, nullptr);
+}
+
+IPluginV3* createRuntime(PluginFieldCollection const* fc)
+{
+    return convCreator()->createPlugin("conv", fc, TensorRTPhase::kRUNTIME);
+}
+
+void workspaceReservations()
+{
+    gWhere = "workspace reservations";
+    setSpikyCandidates();
+    Profile const small{DataType::kHALF, dims({1, 64, 8, 8}), dims({1, 64, 16, 16}), dims({2, 64, 20, 20})};
+    size_t every = 0;
+    size_t visitedBefore = 0;  // min, opt and max H / W, every batch
+    for (int64_t b = 1; b <= 2; ++b)
+    {
+        for (int64_t h = 8; h <= 20; ++h)
+        {
+            for (int64_t w = 8; w <= 20; ++w)
+            {
+                every = std::max(every, needAt(b, h, w));
+            }
+        }
+        for (int64_t e : {8, 16, 20})
+        {
+            visitedBefore = std::max(visitedBefore, needAt(b, e, e));
+        }
+    }
+    check(every > visitedBefore, "the stand-in's largest need lies between the profile's min / opt / max inputs");
+
+    // (a) The bound covers every input of the profile; enqueue hands the kernels exactly that.
+    std::unique_ptr<IPluginV3> p(create(baseAttrs()));
+    gLogger.messages.clear();
+    check(p && configureBase(p.get(), small) == 0, "configure:" + gLogger.all());
+    size_t const ws = workspaceOf(p.get(), small);
+    check(ws == every, "getWorkspaceSize " + std::to_string(ws) + ", the largest need over the profile "
+            + std::to_string(every));
+    check(!gLogger.saw({"fails at enqueue"}), "no warning for a profile visited whole:" + gLogger.all());
+    for (Dims x : {dims({1, 64, 8, 20}), dims({2, 64, 20, 20}), dims({1, 64, 9, 11})})
+    {
+        bool const ran = enqueueBase(p.get(), x) == 0 && fakes::gRuns.size() == 1;
+        check(ran && fakes::gRuns[0].params.workspace_size == ws,
+            "enqueue at " + dimsText(x) + " hands the kernels the reservation " + std::to_string(ws) + ", got "
+                + (ran ? std::to_string(fakes::gRuns[0].params.workspace_size) : std::string("a failure")));
+    }
+
+    // Serialize -> createPlugin(kRUNTIME), clone, attachToContext: the reservation travels.
+    PluginFieldCollection const* ser = views(p.get()).runtime->getFieldsToSerialize();
+    std::string const serialized = describe(ser);
+    std::string const words = fieldValues(ser, kRESERVATIONS);
+    std::string const want = std::to_string(TRT_WOQ_ACT_FP16) + ",1,8,8,1,16,16,2,20,20," + std::to_string(ws);
+    check(words == want, std::string(kRESERVATIONS) + " serialized as \"" + words + "\", expected \"" + want
+            + "\"");
+    std::unique_ptr<IPluginV3> rt(createRuntime(ser));
+    check(rt && describe(views(rt.get()).runtime->getFieldsToSerialize()) == serialized,
+        "the runtime plugin serializes the same fields");
+    std::unique_ptr<IPluginV3> attached(rt ? views(rt.get()).runtime->attachToContext(nullptr) : nullptr);
+    for (IPluginV3* q : {rt.get(), attached.get()})
+    {
+        bool const ran = q && enqueueBase(q, dims({1, 64, 8, 20})) == 0 && fakes::gRuns.size() == 1;
+        check(ran && fakes::gRuns[0].params.workspace_size == ws,
+            "deserialized (and attached) plugin hands the kernels the reservation " + std::to_string(ws));
+    }
+    check(rt && workspaceOf(rt.get(), small) == ws, "getWorkspaceSize of the deserialized plugin");
+
+    // An input outside every profile reserved for, or of another type: refused, nothing launched.
+    gLogger.messages.clear();
+    check(enqueueBase(rt.get(), dims({3, 64, 16, 16})) != 0 && fakes::gRuns.empty()
+            && gLogger.saw({"enqueue", "[3, 64, 16, 16]", "none of the profiles", "HALF [1..2, 8..20, 8..20]"}),
+        "an input outside the profile refused, quoting it and the profile:" + gLogger.all());
+    gLogger.messages.clear();
+    check(enqueueBase(rt.get(), dims({1, 64, 16, 16}), DataType::kBF16) != 0 && fakes::gRuns.empty(),
+        "a BF16 input against a HALF reservation refused");
+
+    // Fields without the reservation (a plugin serialized unconfigured) load; enqueue passes the input's own need.
+    std::unique_ptr<IPluginV3> fresh(create(baseAttrs()));
+    PluginFieldCollection const* plain = views(fresh.get()).runtime->getFieldsToSerialize();
+    check(fieldValues(plain, kRESERVATIONS).empty(), "no reservation field before configurePlugin");
+    std::unique_ptr<IPluginV3> old(createRuntime(plain));
+    bool const ran = old && enqueueBase(old.get(), dims({1, 64, 8, 20})) == 0 && fakes::gRuns.size() == 1;
+    check(ran && fakes::gRuns[0].params.workspace_size == needAt(1, 8, 20),
+        "without a reservation enqueue passes the input's own need " + std::to_string(needAt(1, 8, 20)));
+
+    // Two profiles configured on one plugin: each keeps its reservation; an input in both gets the smaller.
+    Profile const large{DataType::kHALF, dims({1, 64, 8, 8}), dims({2, 64, 24, 24}), dims({4, 64, 40, 40})};
+    check(configureBase(p.get(), large) == 0, "configure a second profile");
+    size_t const wsLarge = workspaceOf(p.get(), large);
+    check(wsLarge > ws && workspaceOf(p.get(), small) == ws, "each profile's getWorkspaceSize");
+    check(enqueueBase(p.get(), dims({1, 64, 8, 20})) == 0 && fakes::gRuns.size() == 1
+            && fakes::gRuns[0].params.workspace_size == ws,
+        "an input in both profiles gets the smaller reservation");
+    check(enqueueBase(p.get(), dims({3, 64, 8, 20})) == 0 && fakes::gRuns.size() == 1
+            && fakes::gRuns[0].params.workspace_size == wsLarge,
+        "an input in the second profile only gets its reservation");
+    std::string const two = fieldValues(views(p.get()).runtime->getFieldsToSerialize(), kRESERVATIONS);
+    check(std::count(two.begin(), two.end(), ',') == 2 * kWORDS - 1, "two profiles serialized: " + two);
+
+    // (b) A profile too large to visit whole: a warning at configurePlugin; an input needing more than the
+    // reservation fails enqueue with the kernels' workspace error, the stand-in having seen the reservation.
+    Profile const huge{DataType::kHALF, dims({1, 64, 8, 8}), dims({1, 64, 64, 64}), dims({1, 64, 200, 200})};
+    std::unique_ptr<IPluginV3> h(create(baseAttrs()));
+    gLogger.messages.clear();
+    check(h && configureBase(h.get(), huge) == 0, "configure a profile of 193 x 193 inputs");
+    check(gLogger.saw({"[1, 64, 8, 8] .. [1, 64, 200, 200]", "16384", "fails at enqueue"}),
+        "configurePlugin warns that the bound is sampled:" + gLogger.all());
+    size_t const wsHuge = workspaceOf(h.get(), huge);
+    check(needAt(1, 8, 20) > wsHuge, "the stand-in needs more at [1, 64, 8, 20] than the sampled bound");
+    gLogger.messages.clear();
+    bool const failed = enqueueBase(h.get(), dims({1, 64, 8, 20})) != 0;
+    check(failed && fakes::gRuns.size() == 1 && fakes::gRuns[0].params.workspace_size == wsHuge,
+        "the stand-in library saw workspace_size = the reservation " + std::to_string(wsHuge));
+    check(gLogger.saw({"enqueue", "workspace missing or too small", "[1, 64, 8, 20]",
+              "needs " + std::to_string(needAt(1, 8, 20)), "reserved " + std::to_string(wsHuge)}),
+        "the workspace error in TensorRT's log, quoting the need and the reservation:" + gLogger.all());
+    check(enqueueBase(h.get(), dims({1, 64, 200, 200})) == 0 && fakes::gRuns[0].params.workspace_size == wsHuge,
+        "the profile's largest input runs within the reservation");
+
+    // A malformed reservation field is refused, quoting it.
+    Fields bad(baseAttrs(), convCreator()->getFieldNames());
+    bad.add({"INT64", kRESERVATIONS, {"0", "1", "8", "8", "1"}});
+    gLogger.messages.clear();
+    check(std::unique_ptr<IPluginV3>(createRuntime(bad.collection())) == nullptr
+            && gLogger.saw({kRESERVATIONS, "length 5"}),
+        "a reservation field of 5 values refused, quoting its length:" + gLogger.all());
+    setCandidates();
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -418,5 +644,6 @@ int main(int argc, char** argv)
     }
     invalidFields();
     operandShapes();
+    workspaceReservations();
     return finish();
 }

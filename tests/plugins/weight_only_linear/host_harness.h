@@ -3,7 +3,8 @@
  * plugins call besides TensorRT, and helpers that drive them the way TensorRT does.
  *
  *   - The kernels' C ABI (trt_woq/kernels.h) over a table of fake candidates that tests fill in: names, served masks,
- *     an M range, a workspace function. trt_woq_linear_run records its params instead of launching anything.
+ *     an M range, a workspace function. trt_woq_linear_run records its params instead of launching anything and,
+ *     as the library does, returns TRT_WOQ_ERR_WORKSPACE when workspace_size is below the candidate's need.
  *   - cudaGetDevice / cudaDeviceGetAttribute / cudaGetErrorName: a device of compute capability fakes::gSm, or
  *     cudaErrorNoDevice when fakes::gNoDevice is set.
  *   - A logger (through the library's exported setLoggerFinder), an IExprBuilder whose symbols carry probe values,
@@ -213,12 +214,19 @@ size_t trt_woq_linear_workspace_size(int32_t id, trt_woq_linear_params const* pa
 trt_woq_status trt_woq_linear_run(int32_t id, trt_woq_linear_params const* params, void*)
 {
     fakes::gRuns.push_back({id, *params});
+    if (params->workspace_size < trt_woq_linear_workspace_size(id, params, fakes::gSm))
+    {
+        return TRT_WOQ_ERR_WORKSPACE;
+    }
     return fakes::gRunStatus;
 }
 
 char const* trt_woq_status_string(trt_woq_status status)
 {
-    return status == TRT_WOQ_OK ? "ok" : status == TRT_WOQ_ERR_CUDA ? "fake CUDA error" : "fake failure";
+    return status == TRT_WOQ_OK     ? "ok"
+        : status == TRT_WOQ_ERR_CUDA ? "fake CUDA error"
+        : status == TRT_WOQ_ERR_WORKSPACE ? "workspace missing or too small"
+                                          : "fake failure";
 }
 
 char const* trt_woq_last_cuda_error(void)
@@ -547,6 +555,10 @@ inline std::string describe(PluginFieldCollection const* fc)
             else if (f.type == PluginFieldType::kFLOAT32)
             {
                 s << static_cast<float const*>(f.data)[e];
+            }
+            else if (f.type == PluginFieldType::kINT64)
+            {
+                s << static_cast<int64_t const*>(f.data)[e];
             }
             else
             {

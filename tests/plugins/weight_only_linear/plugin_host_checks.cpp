@@ -8,7 +8,9 @@
  * createPlugin(kRUNTIME), clone and attachToContext keep every field; output types and shapes for ranks 2 to 4 with
  * dynamic dims; supportsFormatCombination; configurePlugin, getWorkspaceSize, tactics; enqueue hands the kernels the
  * right operand of every position. Then fixed cases: invalid fields (null plugin, a message quoting the value), the
- * timing cache ID, sizes beyond int32, the failure paths of configurePlugin and enqueue.
+ * timing cache ID, sizes beyond int32, the failure paths of configurePlugin and enqueue, and the workspace
+ * reservation: enqueue hands the kernels what getWorkspaceSize returned for the profile (kept through
+ * serialization), so a need the bound misses fails with the kernels' workspace error instead of an overrun.
  */
 #include "host_harness.h"
 
@@ -598,6 +600,113 @@ void failurePaths()
     check(rt->enqueue(in, &out, ptrs, &o, nullptr, nullptr) == 0 && fakes::gRuns.empty(), "M = 0 launches nothing");
 }
 
+// The serialized field of the reservations (docs/plugin.md): 11 int64 per profile.
+constexpr char const* kRESERVATIONS = "workspace_reservations";
+
+// onShapeChange + enqueue of the base node (K 384, N 64, fp16) at [m, 384]; the status, the calls in fakes::gRuns.
+int32_t enqueueAt(IPluginV3* p, int64_t m)
+{
+    PluginTensorDesc in[3]{};
+    for (PluginTensorDesc& d : in)
+    {
+        d.type = DataType::kHALF;
+        d.format = TensorFormat::kLINEAR;
+    }
+    in[0].dims = dims({m, 384});
+    in[1].type = DataType::kINT32;
+    in[1].dims = dims({16, 192});
+    in[2].dims = dims({3, 64});
+    PluginTensorDesc out = in[0];
+    out.dims = dims({m, 64});
+    void const* ptrs[3] = {&in[0], &in[1], &in[2]};
+    void* o = &out;
+    void* ws = &ptrs;
+    fakes::gRuns.clear();
+    IPluginV3OneRuntime* rt = views(p).runtime;
+    if (rt->setTactic(0) != 0 || rt->onShapeChange(in, 3, &out, 1) != 0)
+    {
+        return -2;
+    }
+    return rt->enqueue(in, &out, ptrs, &o, ws, nullptr);
+}
+
+void workspaceReservation()
+{
+    gWhere = "workspace reservation";
+    setCandidates();
+    // The dispatch's choice from M = 17 on, needing 1 MiB at M = 21 only: not a multiple of 16 rows, nor the
+    // profile's min / opt / max, so getWorkspaceSize does not see it.
+    fakes::Candidate spike;
+    spike.name = "fake_spike";
+    spike.minM = 17;
+    spike.score = 9;
+    spike.workspace = [](trt_woq_linear_params const& p) { return p.m == 21 ? size_t(1) << 20 : size_t(0); };
+    fakes::gCandidates.push_back(spike);
+
+    std::unique_ptr<IPluginV3> p(create(baseAttrs()));
+    check(p && configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure M in [1, 64]");
+    std::vector<DynamicPluginTensorDesc> in(3);
+    in[0] = tensor(DataType::kHALF, dims({-1, 384}), dims({1, 384}), dims({8, 384}), dims({64, 384}));
+    in[1] = tensor(DataType::kINT32, dims({16, 192}));
+    in[2] = tensor(DataType::kHALF, dims({3, 64}));
+    DynamicPluginTensorDesc out = tensor(DataType::kHALF, dims({-1, 64}));
+    size_t const ws = views(p.get()).build->getWorkspaceSize(in.data(), 3, &out, 1);
+    check(ws == size_t(7000) * 64, "getWorkspaceSize " + std::to_string(ws) + ": fake_gemm's 7000 N at M in [17, 32]");
+
+    for (int64_t m : {5, 20, 64})
+    {
+        bool const ran = enqueueAt(p.get(), m) == 0 && fakes::gRuns.size() == 1;
+        check(ran && fakes::gRuns[0].params.workspace_size == ws,
+            "enqueue at M=" + std::to_string(m) + " hands the kernels the reservation " + std::to_string(ws));
+    }
+    gLogger.messages.clear();
+    check(enqueueAt(p.get(), 21) != 0 && fakes::gRuns.size() == 1 && fakes::gRuns[0].params.workspace_size == ws
+            && gLogger.saw({"enqueue", "workspace missing or too small", "M=21", "needs 1048576",
+                "reserved " + std::to_string(ws)}),
+        "M=21, needing more than the reservation, fails with the kernels' workspace error in TensorRT's log:"
+            + gLogger.all());
+    gLogger.messages.clear();
+    check(enqueueAt(p.get(), 65) != 0 && fakes::gRuns.empty()
+            && gLogger.saw({"enqueue", "M=65", "none of the profiles", "HALF [1..64]"}),
+        "M=65, outside the profile, refused, quoting it and the profile:" + gLogger.all());
+
+    // Serialize -> createPlugin(kRUNTIME), attachToContext: the reservation travels.
+    PluginFieldCollection const* ser = views(p.get()).runtime->getFieldsToSerialize();
+    std::string const words = fieldValues(ser, kRESERVATIONS);
+    std::string const want = std::to_string(TRT_WOQ_ACT_FP16) + ",1,0,0,8,0,0,64,0,0," + std::to_string(ws);
+    check(words == want, std::string(kRESERVATIONS) + " serialized as \"" + words + "\", expected \"" + want + "\"");
+    std::unique_ptr<IPluginV3> rt(creator("WeightOnlyLinear")->createPlugin("node", ser, TensorRTPhase::kRUNTIME));
+    check(rt && describe(views(rt.get()).runtime->getFieldsToSerialize()) == describe(ser),
+        "the runtime plugin serializes the same fields");
+    std::unique_ptr<IPluginV3> attached(rt ? views(rt.get()).runtime->attachToContext(nullptr) : nullptr);
+    for (IPluginV3* q : {rt.get(), attached.get()})
+    {
+        check(q && enqueueAt(q, 20) == 0 && fakes::gRuns.size() == 1 && fakes::gRuns[0].params.workspace_size == ws,
+            "deserialized (and attached) plugin hands the kernels the reservation");
+        check(q && enqueueAt(q, 21) != 0, "deserialized plugin: M=21 fails");
+    }
+
+    // Fields without it (serialized unconfigured) load; enqueue passes the current M's own need.
+    std::unique_ptr<IPluginV3> fresh(create(baseAttrs()));
+    PluginFieldCollection const* plain = views(fresh.get()).runtime->getFieldsToSerialize();
+    check(fieldValues(plain, kRESERVATIONS).empty(), "no reservation field before configurePlugin");
+    std::unique_ptr<IPluginV3> old(creator("WeightOnlyLinear")->createPlugin("node", plain, TensorRTPhase::kRUNTIME));
+    check(old && enqueueAt(old.get(), 21) == 0 && fakes::gRuns.size() == 1
+            && fakes::gRuns[0].params.workspace_size == size_t(1) << 20,
+        "without a reservation enqueue passes the current M's need");
+
+    // A malformed reservation field is refused, quoting it.
+    Fields bad(baseAttrs(), creator("WeightOnlyLinear")->getFieldNames());
+    bad.add({"INTS", kRESERVATIONS, {"0", "1", "0", "0", "8", "0", "0", "64", "0", "0", "100"}});
+    gLogger.messages.clear();
+    check(std::unique_ptr<IPluginV3>(
+              creator("WeightOnlyLinear")->createPlugin("node", bad.collection(), TensorRTPhase::kRUNTIME))
+                == nullptr
+            && gLogger.saw({kRESERVATIONS, "kINT64", "length 11"}),
+        "a reservation field of kINT32 values refused:" + gLogger.all());
+    setCandidates();
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -625,5 +734,6 @@ int main(int argc, char** argv)
     timingCacheId();
     sizesBeyondInt32();
     failurePaths();
+    workspaceReservation();
     return finish();
 }
