@@ -25,6 +25,7 @@
  * candidate through the kernels library's lookups.
  * Prints one line per check that fails, a summary per case, then "N passed, N failed"; exit status 1 on failure.
  */
+#include "../trt_test_support.h"
 #include "reference.h"
 
 #include <NvInferRuntime.h>
@@ -48,28 +49,10 @@
 
 using namespace nvinfer1;
 using namespace conformance;
+using namespace trt_test;
 
 namespace
 {
-
-// ------------------------------------------------------------------------------------------------ bookkeeping
-int gPassed = 0;
-int gFailed = 0;
-std::string gCase;
-
-bool check(bool ok, std::string const& what)
-{
-    if (ok)
-    {
-        ++gPassed;
-    }
-    else
-    {
-        ++gFailed;
-        std::printf("FAIL [%s] %s\n", gCase.c_str(), what.c_str());
-    }
-    return ok;
-}
 
 #define CUDA_CHECK(call)                                                                                               \
     do                                                                                                                 \
@@ -81,125 +64,6 @@ bool check(bool ok, std::string const& what)
             std::exit(2);                                                                                              \
         }                                                                                                              \
     } while (0)
-
-// ------------------------------------------------------------------------------------------------ logger
-class TestLogger : public ILogger
-{
-public:
-    void log(Severity severity, char const* msg) noexcept override
-    {
-        messages.emplace_back(msg ? msg : "");
-        if (severity <= Severity::kWARNING && verbose)
-        {
-            std::printf("  [plugin log] %s\n", msg);
-        }
-    }
-    bool contains(std::string const& s) const
-    {
-        return std::any_of(messages.begin(), messages.end(),
-            [&](std::string const& m) { return m.find(s) != std::string::npos; });
-    }
-    std::vector<std::string> messages;
-    bool verbose{false};
-};
-
-class TestLoggerFinder : public ILoggerFinder
-{
-public:
-    explicit TestLoggerFinder(ILogger* logger)
-        : mLogger(logger)
-    {
-    }
-    ILogger* findLogger() override
-    {
-        return mLogger;
-    }
-
-private:
-    ILogger* mLogger;
-};
-
-// ------------------------------------------------------------------------------------------------ expressions
-// A dimension expression: a constant, or a symbol (a size unknown at build time) that carries a probe value, the
-// size of one run, so that the expressions a plugin builds from it can be evaluated and compared with the run's
-// output shape. TensorRT's IDimensionExpr calls through mImpl; this class is both the interface and its
-// implementation.
-class TestExpr : public IDimensionExpr, public apiv::VDimensionExpr
-{
-public:
-    TestExpr(bool constant, int64_t value)
-        : mConstant(constant)
-        , mValue(value)
-    {
-        mImpl = this;
-    }
-    ~TestExpr() noexcept override = default;
-    bool isConstant() const override
-    {
-        return mConstant;
-    }
-    int64_t getConstantValue() const override
-    {
-        return mConstant ? mValue : -1;
-    }
-    bool isSizeTensor() const override
-    {
-        return false;
-    }
-    bool mConstant;
-    int64_t mValue; // the constant, or a symbol's probe value
-};
-
-class TestExprBuilder : public IExprBuilder, public apiv::VExprBuilder
-{
-public:
-    TestExprBuilder()
-    {
-        mImpl = this;
-    }
-    ~TestExprBuilder() noexcept override = default;
-    IDimensionExpr const* constant(int64_t value) override
-    {
-        return make(true, value);
-    }
-    IDimensionExpr const* operation(DimensionOperation op, IDimensionExpr const& a, IDimensionExpr const& b) override
-    {
-        auto const& x = static_cast<TestExpr const&>(a);
-        auto const& y = static_cast<TestExpr const&>(b);
-        int64_t v = 0;
-        switch (op)
-        {
-        case DimensionOperation::kSUM: v = x.mValue + y.mValue; break;
-        case DimensionOperation::kPROD: v = x.mValue * y.mValue; break;
-        case DimensionOperation::kMAX: v = std::max(x.mValue, y.mValue); break;
-        case DimensionOperation::kMIN: v = std::min(x.mValue, y.mValue); break;
-        case DimensionOperation::kSUB: v = x.mValue - y.mValue; break;
-        case DimensionOperation::kEQUAL: v = x.mValue == y.mValue; break;
-        case DimensionOperation::kLESS: v = x.mValue < y.mValue; break;
-        case DimensionOperation::kFLOOR_DIV:
-            v = x.mValue / y.mValue - ((x.mValue % y.mValue != 0) && ((x.mValue < 0) != (y.mValue < 0)));
-            break;
-        case DimensionOperation::kCEIL_DIV: v = (x.mValue + y.mValue - 1) / y.mValue; break;
-        }
-        return make(x.mConstant && y.mConstant, v);
-    }
-    IDimensionExpr const* declareSizeTensor(int32_t, IDimensionExpr const&, IDimensionExpr const&) override
-    {
-        return nullptr;
-    }
-    TestExpr const* symbol(int64_t probe)
-    {
-        return make(false, probe);
-    }
-
-private:
-    TestExpr const* make(bool c, int64_t v)
-    {
-        mPool.push_back(std::make_unique<TestExpr>(c, v));
-        return mPool.back().get();
-    }
-    std::vector<std::unique_ptr<TestExpr>> mPool;
-};
 
 class TestResourceContext : public IPluginResourceContext
 {
@@ -246,14 +110,6 @@ int64_t volume(Dims const& d)
     }
     return v;
 }
-
-// An ONNX attribute of the node: INT, INTS, FLOAT or STRING, its values as written in the case file.
-struct Attr
-{
-    std::string type;
-    std::string name;
-    std::vector<std::string> values;
-};
 
 struct ConstInput
 {
@@ -375,16 +231,6 @@ Case loadCase(std::string const& dir, std::string const& name)
         std::istringstream s(line);
         std::string key;
         s >> key;
-        auto readAttr = [&s] {
-            Attr a;
-            s >> a.type >> a.name;
-            std::string v;
-            while (s >> v)
-            {
-                a.values.push_back(v);
-            }
-            return a;
-        };
         if (key == "plugin")
         {
             s >> c.plugin;
@@ -397,7 +243,7 @@ Case loadCase(std::string const& dir, std::string const& name)
         }
         else if (key == "attr")
         {
-            c.attrs.push_back(readAttr());
+            c.attrs.push_back(readAttr(s));
         }
         else if (key == "input")
         {
@@ -445,7 +291,7 @@ Case loadCase(std::string const& dir, std::string const& name)
         }
         else if (key == "set" && !c.invalid.empty())
         {
-            c.invalid.back().set.push_back(readAttr());
+            c.invalid.back().set.push_back(readAttr(s));
         }
         else if (key == "drop" && !c.invalid.empty())
         {
@@ -465,118 +311,6 @@ Case loadCase(std::string const& dir, std::string const& name)
         std::exit(2);
     }
     return c;
-}
-
-// ------------------------------------------------------------------------------------------------ fields
-// A field collection that owns its names and data (what TensorRT builds from a node, and keeps when it serializes).
-struct FieldSet
-{
-    std::vector<std::string> names;
-    std::vector<std::vector<uint8_t>> data;
-    std::vector<PluginField> fields;
-    PluginFieldCollection fc{};
-
-    void add(std::string const& name, PluginFieldType type, void const* bytes, size_t size, int32_t length)
-    {
-        names.push_back(name);
-        auto const* p = static_cast<uint8_t const*>(bytes);
-        data.emplace_back(p, p + size);
-        types.push_back(type);
-        lengths.push_back(length);
-    }
-    // Call once all fields are added: the PluginFields point into names / data, which no longer move.
-    PluginFieldCollection const* finish()
-    {
-        fields.clear();
-        for (size_t i = 0; i < names.size(); ++i)
-        {
-            fields.emplace_back(names[i].c_str(), data[i].data(), types[i], lengths[i]);
-        }
-        fc.nbFields = static_cast<int32_t>(fields.size());
-        fc.fields = fields.data();
-        return &fc;
-    }
-
-private:
-    std::vector<PluginFieldType> types;
-    std::vector<int32_t> lengths;
-};
-
-size_t fieldElementSize(PluginFieldType t)
-{
-    switch (t)
-    {
-    case PluginFieldType::kINT64:
-    case PluginFieldType::kFLOAT64: return 8;
-    case PluginFieldType::kINT32:
-    case PluginFieldType::kFLOAT32: return 4;
-    case PluginFieldType::kINT16:
-    case PluginFieldType::kFLOAT16:
-    case PluginFieldType::kBF16: return 2;
-    default: return 1;
-    }
-}
-
-// One attribute as a field: INT / INTS as kINT32 (or kINT64), FLOAT as kFLOAT32, STRING as kCHAR with its NUL.
-void addAttr(FieldSet& fs, Attr const& a, bool int64 = false)
-{
-    if (a.type == "FLOAT")
-    {
-        float const v = std::stof(a.values.at(0));
-        fs.add(a.name, PluginFieldType::kFLOAT32, &v, 4, 1);
-    }
-    else if (a.type == "STRING")
-    {
-        std::string const v = a.values.empty() ? "" : a.values[0];
-        fs.add(a.name, PluginFieldType::kCHAR, v.c_str(), v.size() + 1, static_cast<int32_t>(v.size() + 1));
-    }
-    else if (int64)
-    {
-        std::vector<int64_t> v;
-        for (auto const& s : a.values)
-        {
-            v.push_back(std::stoll(s));
-        }
-        fs.add(a.name, PluginFieldType::kINT64, v.data(), v.size() * 8, static_cast<int32_t>(v.size()));
-    }
-    else
-    {
-        std::vector<int32_t> v;
-        for (auto const& s : a.values)
-        {
-            v.push_back(static_cast<int32_t>(std::stoll(s)));
-        }
-        fs.add(a.name, PluginFieldType::kINT32, v.data(), v.size() * 4, static_cast<int32_t>(v.size()));
-    }
-}
-
-// The fields TensorRT's ONNX parser passes (onnx-tensorrt loadFields): the creator's listed names only, in the
-// creator's order, each converted from the node's attribute of that name; names the node lacks are skipped.
-std::unique_ptr<FieldSet> parserFields(IPluginCreatorV3One* creator, Case const& c)
-{
-    auto fs = std::make_unique<FieldSet>();
-    PluginFieldCollection const* listed = creator->getFieldNames();
-    for (int32_t i = 0; listed && i < listed->nbFields; ++i)
-    {
-        if (Attr const* a = c.find(listed->fields[i].name))
-        {
-            addAttr(*fs, *a);
-        }
-    }
-    fs->finish();
-    return fs;
-}
-
-std::unique_ptr<FieldSet> deepCopy(PluginFieldCollection const* fc)
-{
-    auto o = std::make_unique<FieldSet>();
-    for (int32_t i = 0; i < fc->nbFields; ++i)
-    {
-        PluginField const& f = fc->fields[i];
-        o->add(f.name, f.type, f.data, fieldElementSize(f.type) * static_cast<size_t>(f.length), f.length);
-    }
-    o->finish();
-    return o;
 }
 
 // ------------------------------------------------------------------------------------------------ the plugin API
@@ -779,7 +513,7 @@ using TacticLookupFn = int32_t (*)(int32_t);
 TacticLookupFn gCandidateTactic{nullptr};
 TacticLookupFn gCandidateByTactic{nullptr};
 
-void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
+void buildChecks(Case const& c, Logger& logger, IPluginV3OneBuild* build)
 {
     DataType const act = c.bf16 ? DataType::kBF16 : DataType::kHALF;
     int32_t const nIn = c.nbInputs();
@@ -801,7 +535,7 @@ void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
     for (Profile const& p : c.profiles)
     {
         Run const& run = p.runs.front();
-        TestExprBuilder eb;
+        ExprBuilder eb;
         std::vector<DimsExprs> in(static_cast<size_t>(nIn));
         in[0].nbDims = run.x.nbDims;
         for (int32_t i = 0; i < run.x.nbDims; ++i)
@@ -822,7 +556,7 @@ void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
         bool same = s == 0 && out.nbDims == run.y.nbDims;
         for (int32_t i = 0; same && i < out.nbDims; ++i)
         {
-            auto const* e = static_cast<TestExpr const*>(out.d[i]);
+            auto const* e = static_cast<Expr const*>(out.d[i]);
             same = e != nullptr && e->mValue == run.y.d[i];
         }
         check(same, "getOutputShapes of symbolic " + dimsText(run.x) + " evaluates to " + dimsText(run.y));
@@ -876,7 +610,7 @@ void buildChecks(Case const& c, TestLogger& logger, IPluginV3OneBuild* build)
             + std::to_string(accepted) + ")");
 }
 
-void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One* creator, TestLogger& logger,
+void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One* creator, Logger& logger,
     Device& dev, std::string& summary)
 {
     Profile const& prof = c.profiles[pi];
@@ -944,7 +678,7 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
         logger.messages.clear();
         std::unique_ptr<IPluginV3> other(built->clone());
         auto* ob = static_cast<IPluginV3OneBuild*>(other->getCapabilityInterface(PluginCapabilityType::kBUILD));
-        check(ob->configurePlugin(bad.data(), nIn, &bad.back(), 1) != 0 && logger.contains("packed_weight"),
+        check(ob->configurePlugin(bad.data(), nIn, &bad.back(), 1) != 0 && logger.saw({"packed_weight"}),
             "configurePlugin refuses a wrong packed_weight shape and logs it");
     }
 
@@ -955,10 +689,10 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
     {
         return;
     }
-    auto owned = deepCopy(ser);
+    Fields owned = Fields::copyOf(ser);
     plugin.reset(); // the build-phase plugin is gone before the runtime one exists, as in a fresh process
     std::unique_ptr<IPluginV3> runtimePlugin(
-        creator->createPlugin(c.name.c_str(), &owned->fc, TensorRTPhase::kRUNTIME));
+        creator->createPlugin(c.name.c_str(), owned.collection(), TensorRTPhase::kRUNTIME));
     if (!check(runtimePlugin != nullptr, tag + "createPlugin(kRUNTIME) from the serialized fields"))
     {
         return;
@@ -982,7 +716,7 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
             ++unknown;
         }
         logger.messages.clear();
-        check(run->setTactic(unknown) != 0 && logger.contains("tactic " + std::to_string(unknown) + " names no"),
+        check(run->setTactic(unknown) != 0 && logger.saw({"tactic " + std::to_string(unknown) + " names no"}),
             tag + "setTactic refuses an unknown tactic and names it");
     }
 
@@ -1056,9 +790,9 @@ void runProfile(Case const& c, size_t pi, IPluginV3* built, IPluginCreatorV3One*
     summary += " [" + std::to_string(nbTactics) + " tactics, ws " + std::to_string(workspace) + "]";
 }
 
-void runCase(Library const& lib, TestLogger& logger, Device& dev, Case const& c)
+void runCase(Library const& lib, Logger& logger, Device& dev, Case const& c)
 {
-    gCase = c.name;
+    gWhere = c.name;
     int const failedBefore = gFailed;
     dev.defaultStreamUsed = false;
     auto const it = lib.creators.find(c.plugin);
@@ -1084,15 +818,13 @@ void runCase(Library const& lib, TestLogger& logger, Device& dev, Case const& c)
     }
 
     // 2. Create for the build phase from the fields the parser passes.
-    auto f = parserFields(creator, c);
-    std::unique_ptr<IPluginV3> plugin(creator->createPlugin(c.name.c_str(), &f->fc, TensorRTPhase::kBUILD));
+    Fields f(c.attrs, creator->getFieldNames());
+    std::unique_ptr<IPluginV3> plugin(creator->createPlugin(c.name.c_str(), f.collection(), TensorRTPhase::kBUILD));
     if (!check(plugin != nullptr, "createPlugin(kBUILD) returned null"))
     {
         return;
     }
-    auto* core = static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE));
-    auto* build = static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD));
-    auto* rt = static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME));
+    auto const [core, build, rt] = views(plugin.get());
     if (!check(core && build && rt, "a capability interface is null"))
     {
         return;
@@ -1117,18 +849,18 @@ void runCase(Library const& lib, TestLogger& logger, Device& dev, Case const& c)
 
 // The invalid field collections a case lists (all its attributes, as TensorRT's Python API would pass them, then
 // the change), and the same attributes as kINT64 without the STRING ones, which the creator accepts.
-void fieldChecks(Library const& lib, TestLogger& logger, Case const& c)
+void fieldChecks(Library const& lib, Logger& logger, Case const& c)
 {
     auto const it = lib.creators.find(c.plugin);
     if (c.invalid.empty() || it == lib.creators.end())
     {
         return;
     }
-    gCase = c.name + " fields";
+    gWhere = c.name + " fields";
     IPluginCreatorV3One* creator = it->second;
     for (Invalid const& bad : c.invalid)
     {
-        FieldSet fs;
+        Fields fs;
         std::string what;
         for (Attr const& a : c.attrs)
         {
@@ -1139,17 +871,11 @@ void fieldChecks(Library const& lib, TestLogger& logger, Case const& c)
             {
                 continue;
             }
-            if (a.name == bad.asFloat)
-            {
-                float const v = std::stof(a.values.at(0));
-                fs.add(a.name, PluginFieldType::kFLOAT32, &v, 4, 1);
-                continue;
-            }
-            addAttr(fs, a);
+            fs.add(a.name == bad.asFloat ? Attr{"FLOAT", a.name, {a.values.at(0)}} : a);
         }
         for (Attr const& s : bad.set)
         {
-            addAttr(fs, s);
+            fs.add(s);
             what += " " + s.name + "=" + (s.values.empty() ? "" : s.values[0]);
         }
         for (std::string const& d : bad.drop)
@@ -1158,19 +884,20 @@ void fieldChecks(Library const& lib, TestLogger& logger, Case const& c)
         }
         what += bad.asFloat.empty() ? "" : " " + bad.asFloat + " as kFLOAT32";
         logger.messages.clear();
-        std::unique_ptr<IPluginV3> p(creator->createPlugin("bad", fs.finish(), TensorRTPhase::kBUILD));
-        check(p == nullptr && logger.contains(bad.expect),
+        std::unique_ptr<IPluginV3> p(creator->createPlugin("bad", fs.collection(), TensorRTPhase::kBUILD));
+        check(p == nullptr && logger.saw({bad.expect}),
             "createPlugin refuses" + what + " and logs \"" + bad.expect + "\" through TensorRT's logger");
     }
-    FieldSet fs;
-    for (Attr const& a : c.attrs)
+    Fields fs;
+    for (Attr a : c.attrs)
     {
         if (a.type != "STRING")
         {
-            addAttr(fs, a, /*int64=*/true);
+            a.type = a.type == "FLOAT" ? a.type : "INT64";
+            fs.add(a);
         }
     }
-    std::unique_ptr<IPluginV3> p(creator->createPlugin("int64", fs.finish(), TensorRTPhase::kBUILD));
+    std::unique_ptr<IPluginV3> p(creator->createPlugin("int64", fs.collection(), TensorRTPhase::kBUILD));
     check(p != nullptr, "createPlugin accepts kINT64 fields without the string fields");
 }
 
@@ -1246,18 +973,18 @@ int main(int argc, char** argv)
     auto setLoggerFinder = reinterpret_cast<SetLoggerFinderFn>(dlsym(lib.handle, "setLoggerFinder"));
     gCandidateTactic = reinterpret_cast<TacticLookupFn>(dlsym(lib.handle, "trt_woq_linear_candidate_tactic"));
     gCandidateByTactic = reinterpret_cast<TacticLookupFn>(dlsym(lib.handle, "trt_woq_linear_candidate_by_tactic"));
-    gCase = "library";
+    gWhere = "library";
     check(getCreators != nullptr, "exports getCreators");
     check(setLoggerFinder != nullptr, "exports setLoggerFinder");
     check(gCandidateTactic != nullptr && gCandidateByTactic != nullptr, "its kernels library has the tactic lookups");
     if (!getCreators || !setLoggerFinder || !gCandidateTactic || !gCandidateByTactic)
     {
-        std::printf("%d passed, %d failed\n", gPassed, gFailed);
+        finish();
         return 1;
     }
-    TestLogger logger;
+    Logger logger;
     logger.verbose = verbose;
-    TestLoggerFinder finder(&logger);
+    LoggerFinder finder(&logger);
     setLoggerFinder(&finder);
     int32_t nb = 0;
     IPluginCreatorInterface* const* creators = getCreators(nb);
@@ -1291,6 +1018,5 @@ int main(int argc, char** argv)
         runCase(lib, logger, dev, c);
     }
     CUDA_CHECK(cudaStreamDestroy(dev.stream));
-    std::printf("%d passed, %d failed\n", gPassed, gFailed);
-    return gFailed == 0 ? 0 : 1;
+    return finish();
 }

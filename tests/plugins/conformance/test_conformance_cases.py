@@ -254,10 +254,10 @@ def test_model_cases_read_w8a8_nodes(tmp_path):
 
 def test_harness_reads_what_make_cases_writes(tmp_path):
     """plugin_conformance --list (no GPU needed) against the case files: attributes, inputs, profiles, runs."""
-    sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
-    from test_plugin_sources import HEADERS, _cuda_include
+    sys.path.insert(0, str(HERE.parent))
+    from cxx_build import HEADERS, cuda_include
 
-    cuda, cxx = _cuda_include(), shutil.which("g++") or shutil.which("c++")
+    cuda, cxx = cuda_include(), shutil.which("g++") or shutil.which("c++")
     cudart = None if cuda is None else next(iter(sorted(cuda.parent.glob("lib*/libcudart_static.a"))), None)
     if not HEADERS or cuda is None or cxx is None or cudart is None:
         pytest.skip("needs TensorRT headers (TENSORRT_INCLUDE_DIR), the CUDA runtime and a C++ compiler")

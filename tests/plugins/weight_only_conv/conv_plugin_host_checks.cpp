@@ -1,6 +1,6 @@
 /*
- * WeightOnlyConv's host code on the CPU (../weight_only_linear/host_harness.h: fake kernels and CUDA runtime,
- * TensorRT's headers only):
+ * WeightOnlyConv's host code on the CPU (../host_harness.h: fake kernels and CUDA runtime, TensorRT's headers
+ * only):
  *
  *   conv_plugin_host_checks NODES_FILE
  *
@@ -14,22 +14,14 @@
  * enqueue hands the kernels the reservation (kept through serialization), and where the profile is too large to
  * visit whole, an input needing more fails enqueue with the kernels' workspace error in TensorRT's log.
  */
-#include "host_harness.h"
-
-#include <map>
+#include "../host_harness.h"
 
 using namespace host;
 
 namespace
 {
 
-using AttrMap = std::map<std::string, Attr>;
-
-int64_t intOf(AttrMap const& m, std::string const& name, int64_t dflt = 0, size_t i = 0)
-{
-    auto it = m.find(name);
-    return it == m.end() ? dflt : std::stoll(it->second.values.at(i));
-}
+PluginUnderTest const kPlugin{"WeightOnlyConv", "conv"};
 
 int64_t floorDiv(int64_t a, int64_t b)
 {
@@ -76,20 +68,11 @@ void setCandidates()
     fakes::gCandidates = {linear, conv};
 }
 
-IPluginCreatorV3One* convCreator()
-{
-    return creator("WeightOnlyConv");
-}
-
 // ------------------------------------------------------------------------------------------------ one node
 void checkNode(Node const& node)
 {
     gWhere = node.label;
-    AttrMap a;
-    for (Attr const& x : node.attrs)
-    {
-        a[x.name] = x;
-    }
+    AttrMap const a = byName(node.attrs);
     Geometry const g(a);
     int64_t const k = intOf(a, "in_features");
     int64_t const n = intOf(a, "out_features");
@@ -98,51 +81,12 @@ void checkNode(Node const& node)
     int32_t const hasBias = static_cast<int32_t>(intOf(a, "has_bias"));
     int32_t const nbIn = 3 + hasZeros + hasBias;
 
-    gLogger.messages.clear();
-    IPluginCreatorV3One* c = convCreator();
-    Fields fields(node.attrs, c->getFieldNames());
-    std::unique_ptr<IPluginV3> plugin(c->createPlugin(node.label.c_str(), fields.collection(), TensorRTPhase::kBUILD));
-    if (!check(plugin != nullptr, "createPlugin(kBUILD) refused a node graph_passes wrote:" + gLogger.all()))
+    NodePlugins const made = kPlugin.fromNode(node);
+    if (made.plugin == nullptr)
     {
         return;
     }
-    Views v = views(plugin.get());
-    check(v.core && v.build && v.runtime, "capability interfaces");
-    PluginFieldCollection const* listed = c->getFieldNames();
-    PluginFieldCollection const* ser = v.runtime->getFieldsToSerialize();
-    std::string const serialized = describe(ser);
-    for (int32_t i = 0; i < listed->nbFields; ++i)
-    {
-        std::string const name = listed->fields[i].name;
-        auto it = a.find(name);
-        std::string const got = fieldValues(ser, name);
-        if (it != a.end())
-        {
-            check(got == attrValues(it->second), "field " + name + " serialized as " + got + ", the node has "
-                    + attrValues(it->second));
-        }
-        else if (listed->fields[i].type == PluginFieldType::kINT32)
-        {
-            check(got == "0", "absent field " + name + " serialized as " + got + ", expected its default 0");
-        }
-    }
-    for (auto const& [name, attr] : a)
-    {
-        bool const isListed = std::any_of(listed->fields, listed->fields + listed->nbFields,
-            [&](PluginField const& f) { return name == f.name; });
-        check(isListed || attr.type == "STRING", "attribute " + name + " is not a field the creator lists");
-    }
-    std::unique_ptr<IPluginV3> runtime(c->createPlugin(node.label.c_str(), ser, TensorRTPhase::kRUNTIME));
-    if (check(runtime != nullptr, "createPlugin(kRUNTIME) from getFieldsToSerialize:" + gLogger.all()))
-    {
-        check(describe(views(runtime.get()).runtime->getFieldsToSerialize()) == serialized,
-            "runtime plugin's fields differ from the build plugin's");
-    }
-    std::unique_ptr<IPluginV3> cloned(plugin->clone());
-    check(cloned && describe(views(cloned.get()).runtime->getFieldsToSerialize()) == serialized, "clone's fields");
-    std::unique_ptr<IPluginV3> attached(v.runtime->attachToContext(nullptr));
-    check(attached && describe(views(attached.get()).runtime->getFieldsToSerialize()) == serialized,
-        "attachToContext's fields");
+    Views v = views(made.plugin.get());
 
     // Output types.
     std::vector<DataType> inTypes(static_cast<size_t>(nbIn), DataType::kBF16);
@@ -197,31 +141,8 @@ void checkNode(Node const& node)
     }
 
     // Formats.
-    std::vector<DynamicPluginTensorDesc> io(static_cast<size_t>(nbIn + 1));
-    for (DataType act : {DataType::kHALF, DataType::kBF16})
-    {
-        for (int32_t pos = 0; pos <= nbIn; ++pos)
-        {
-            for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32})
-            {
-                for (TensorFormat f : {TensorFormat::kLINEAR, TensorFormat::kCHW32})
-                {
-                    for (auto& d : io)
-                    {
-                        d.desc.type = act;
-                        d.desc.format = TensorFormat::kLINEAR;
-                    }
-                    io[static_cast<size_t>(pos)].desc.type = t;
-                    io[static_cast<size_t>(pos)].desc.format = f;
-                    bool const want = f == TensorFormat::kLINEAR
-                        && (pos == 0 ? (t == DataType::kHALF || t == DataType::kBF16)
-                                     : pos == 1 ? t == DataType::kINT32 : t == act);
-                    check(v.build->supportsFormatCombination(pos, io.data(), nbIn, 1) == want,
-                        "supportsFormatCombination pos " + std::to_string(pos));
-                }
-            }
-        }
-    }
+    checkFormats(v.build, nbIn, {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32},
+        TensorFormat::kCHW32, [](int32_t pos) { return pos == 1; });
 
     // Configure: batch 1 .. 3, H / W from the smallest that fits to 24 (a static C); workspace over every input.
     int64_t const groups = intOf(a, "group_size") == -1 ? 1 : k / intOf(a, "group_size");
@@ -251,37 +172,19 @@ void checkNode(Node const& node)
     check(ws == size_t(3) * g.oh(24) * g.ow(24) * k * 2, "workspace " + std::to_string(ws));
 
     // Runtime: enqueue's operands and geometry.
-    Views rv = views(runtime.get());
+    Views rv = views(made.runtime.get());
     for (Dims x : {dims({1, g.c, hMin, wMin}), dims({3, g.c, 17, 24})})
     {
-        std::vector<PluginTensorDesc> pin(static_cast<size_t>(nbIn));
-        for (int32_t i = 0; i < nbIn; ++i)
-        {
-            pin[static_cast<size_t>(i)] = in[static_cast<size_t>(i)].desc;
-        }
-        pin[0].dims = x;
-        PluginTensorDesc pout = outDesc.desc;
-        pout.dims = dims({x.d[0], n, g.oh(x.d[2]), g.ow(x.d[3])});
-        check(rv.runtime->onShapeChange(pin.data(), nbIn, &pout, 1) == 0, "onShapeChange");
-        std::vector<void const*> ptrs;
-        for (int32_t i = 0; i < nbIn; ++i)
-        {
-            ptrs.push_back(reinterpret_cast<void const*>(uintptr_t(0x10000) * uintptr_t(i + 1)));
-        }
-        void* outPtr = reinterpret_cast<void*>(uintptr_t(0xA0000));
-        void* wsPtr = reinterpret_cast<void*>(uintptr_t(0xB0000));
-        fakes::gRuns.clear();
-        check(rv.runtime->enqueue(pin.data(), &pout, ptrs.data(), &outPtr, wsPtr, nullptr) == 0, "enqueue");
-        if (!check(fakes::gRuns.size() == 1, "one kernel call per enqueue"))
+        Launch const l
+            = launch(rv.runtime, in, x, outDesc, dims({x.d[0], n, g.oh(x.d[2]), g.ow(x.d[3])}), hasZeros, hasBias);
+        if (l.params == nullptr)
         {
             continue;
         }
-        trt_woq_linear_params const& p = fakes::gRuns[0].params;
+        trt_woq_linear_params const& p = *l.params;
         trt_woq_conv_geometry const& cg = p.conv;
-        check(p.activation == ptrs[0] && p.packed_weight == ptrs[1] && p.scales == ptrs[2], "X, W, scales");
-        check(p.zeros == (hasZeros ? ptrs[3] : nullptr), "zeros pointer");
-        check(p.bias == (hasBias ? ptrs[static_cast<size_t>(3 + hasZeros)] : nullptr), "bias pointer");
-        check(p.weight_sums == nullptr && p.output == outPtr && p.workspace == wsPtr, "output and workspace");
+        check(p.weight_sums == nullptr && p.output == l.operands.output && p.workspace == l.operands.workspace,
+            "output and workspace");
         check(p.op == TRT_WOQ_OP_CONV2D && p.act_type == TRT_WOQ_ACT_FP16 && p.act_mode == 0
                 && p.epilogue == intOf(a, "activation") && p.group_size == intOf(a, "group_size")
                 && p.layout_version == intOf(a, "layout"),
@@ -308,64 +211,33 @@ std::vector<Attr> baseAttrs()
         {"INTS", "dilations", {"1", "1"}}};
 }
 
-std::vector<Attr> with(std::vector<Attr> attrs, Attr const& a)
-{
-    for (Attr& x : attrs)
-    {
-        if (x.name == a.name)
-        {
-            x = a;
-            return attrs;
-        }
-    }
-    attrs.push_back(a);
-    return attrs;
-}
-
-std::vector<Attr> without(std::vector<Attr> attrs, std::string const& name)
-{
-    attrs.erase(std::remove_if(attrs.begin(), attrs.end(), [&](Attr const& a) { return a.name == name; }), attrs.end());
-    return attrs;
-}
-
-IPluginV3* create(std::vector<Attr> const& attrs)
-{
-    Fields f(attrs, convCreator()->getFieldNames());
-    return convCreator()->createPlugin("conv", f.collection(), TensorRTPhase::kBUILD);
-}
-
-void expectRefused(std::vector<Attr> const& attrs, std::vector<std::string> const& quote, std::string const& what)
-{
-    gLogger.messages.clear();
-    std::unique_ptr<IPluginV3> p(create(attrs));
-    check(p == nullptr, what + ": createPlugin accepted it");
-    check(gLogger.saw(quote), what + ": no message quoting the value; got:" + gLogger.all());
-}
-
 void invalidFields()
 {
     gWhere = "invalid fields";
-    bool const baseValid = std::unique_ptr<IPluginV3>(create(baseAttrs())) != nullptr;
+    bool const baseValid = std::unique_ptr<IPluginV3>(kPlugin.create(baseAttrs())) != nullptr;
     check(baseValid, "the base node is valid:" + gLogger.all());
     for (char const* name : {"bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias",
              "in_channels", "kernel_shape", "strides", "pads", "dilations"})
     {
-        expectRefused(without(baseAttrs(), name), {"required field", name}, std::string("missing ") + name);
+        kPlugin.expectRefused(without(baseAttrs(), name), {"required field", name}, std::string("missing ") + name);
     }
-    expectRefused(with(baseAttrs(), {"INT", "bits", {"6"}}), {"bits 6"}, "FP6");
-    expectRefused(with(baseAttrs(), {"INT", "in_channels", {"32"}}), {"in_channels 32", "576"}, "C x kh x kw != K");
-    expectRefused(with(baseAttrs(), {"INTS", "kernel_shape", {"0", "3"}}), {"kernel_shape [0, 3]"}, "kernel 0");
-    expectRefused(with(baseAttrs(), {"INTS", "strides", {"1", "0"}}), {"strides [1, 0]"}, "stride 0");
-    expectRefused(with(baseAttrs(), {"INTS", "dilations", {"-1", "1"}}), {"dilations [-1, 1]"}, "dilation -1");
-    expectRefused(with(baseAttrs(), {"INTS", "pads", {"1", "-1", "1", "1"}}), {"pads"}, "pad -1");
-    expectRefused(with(baseAttrs(), {"INTS", "pads", {"1", "1"}}), {"pads", "length 2"}, "two pads");
-    expectRefused(with(baseAttrs(), {"INT", "k_order", {"2"}}), {"k_order 2"}, "k_order 2");
-    expectRefused(with(baseAttrs(), {"INT", "group_size", {"48"}}), {"group_size 48"}, "group_size 48");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "bits", {"6"}}), {"bits 6"}, "FP6");
+    kPlugin.expectRefused(
+        with(baseAttrs(), {"INT", "in_channels", {"32"}}), {"in_channels 32", "576"}, "C x kh x kw != K");
+    kPlugin.expectRefused(with(baseAttrs(), {"INTS", "kernel_shape", {"0", "3"}}), {"kernel_shape [0, 3]"}, "kernel 0");
+    kPlugin.expectRefused(with(baseAttrs(), {"INTS", "strides", {"1", "0"}}), {"strides [1, 0]"}, "stride 0");
+    kPlugin.expectRefused(with(baseAttrs(), {"INTS", "dilations", {"-1", "1"}}), {"dilations [-1, 1]"}, "dilation -1");
+    kPlugin.expectRefused(with(baseAttrs(), {"INTS", "pads", {"1", "-1", "1", "1"}}), {"pads"}, "pad -1");
+    kPlugin.expectRefused(with(baseAttrs(), {"INTS", "pads", {"1", "1"}}), {"pads", "length 2"}, "two pads");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "k_order", {"2"}}), {"k_order 2"}, "k_order 2");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "group_size", {"48"}}), {"group_size 48"}, "group_size 48");
     auto clip = with(baseAttrs(), {"INT", "activation", {"2"}});
-    expectRefused(with(with(clip, {"FLOAT", "clip_min", {"2"}}), {"FLOAT", "clip_max", {"1"}}), {"clip_min 2"},
+    kPlugin.expectRefused(with(with(clip, {"FLOAT", "clip_min", {"2"}}), {"FLOAT", "clip_max", {"1"}}), {"clip_min 2"},
         "clip_min > clip_max");
-    expectRefused(with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
-    expectRefused(with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
+    kPlugin.expectRefused(
+        with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
+    kPlugin.expectRefused(
+        with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
 }
 
 void operandShapes()
@@ -375,7 +247,7 @@ void operandShapes()
     for (int32_t bad = 1; bad <= 4; ++bad)
     {
         auto attrs = with(with(baseAttrs(), {"INT", "has_zeros", {"1"}}), {"INT", "has_bias", {"1"}});
-        std::unique_ptr<IPluginV3> p(create(attrs));
+        std::unique_ptr<IPluginV3> p(kPlugin.create(attrs));
         std::vector<DynamicPluginTensorDesc> in(5);
         in[0] = tensor(DataType::kHALF, dims({-1, 64, -1, -1}), dims({1, 64, 8, 8}), dims({1, 64, 8, 8}),
             dims({2, 64, 16, 16}));
@@ -471,33 +343,9 @@ size_t workspaceOf(IPluginV3* p, Profile const& pr)
 // Enqueues the base node on `x` (onShapeChange first); the status, the stand-in library's calls in fakes::gRuns.
 int32_t enqueueBase(IPluginV3* p, Dims x, DataType type = DataType::kHALF)
 {
-    PluginTensorDesc in[3]{};
-    for (PluginTensorDesc& d : in)
-    {
-        d.type = type;
-        d.format = TensorFormat::kLINEAR;
-    }
-    in[0].dims = x;
-    in[1].type = DataType::kINT32;
-    in[1].dims = dims({8, 288});
-    in[2].dims = dims({9, 32});
-    PluginTensorDesc out = in[0];
-    out.dims = dims({x.d[0], 32, x.d[2], x.d[3]});
-    void const* ptrs[3] = {&in[0], &in[1], &in[2]};
-    void* o = &out;
-    void* ws = &ptrs;
-    fakes::gRuns.clear();
-    IPluginV3OneRuntime* rt = views(p).runtime;
-    if (rt->onShapeChange(in, 3, &out, 1) != 0)
-    {
-        return -2;
-    }
-    return rt->enqueue(in, &out, ptrs, &o, ws, nullptr);
-}
-
-IPluginV3* createRuntime(PluginFieldCollection const* fc)
-{
-    return convCreator()->createPlugin("conv", fc, TensorRTPhase::kRUNTIME);
+    std::vector<PluginTensorDesc> const in{
+        tensor(type, x).desc, tensor(DataType::kINT32, dims({8, 288})).desc, tensor(type, dims({9, 32})).desc};
+    return enqueueOnce(views(p).runtime, in, tensor(type, dims({x.d[0], 32, x.d[2], x.d[3]})).desc);
 }
 
 void workspaceReservations()
@@ -524,7 +372,7 @@ void workspaceReservations()
     check(every > visitedBefore, "the stand-in's largest need lies between the profile's min / opt / max inputs");
 
     // (a) The bound covers every input of the profile; enqueue hands the kernels exactly that.
-    std::unique_ptr<IPluginV3> p(create(baseAttrs()));
+    std::unique_ptr<IPluginV3> p(kPlugin.create(baseAttrs()));
     gLogger.messages.clear();
     check(p && configureBase(p.get(), small) == 0, "configure:" + gLogger.all());
     size_t const ws = workspaceOf(p.get(), small);
@@ -546,7 +394,7 @@ void workspaceReservations()
     std::string const want = std::to_string(TRT_WOQ_ACT_FP16) + ",1,8,8,1,16,16,2,20,20," + std::to_string(ws);
     check(words == want, std::string(kRESERVATIONS) + " serialized as \"" + words + "\", expected \"" + want
             + "\"");
-    std::unique_ptr<IPluginV3> rt(createRuntime(ser));
+    std::unique_ptr<IPluginV3> rt(kPlugin.createRuntime(ser));
     check(rt && describe(views(rt.get()).runtime->getFieldsToSerialize()) == serialized,
         "the runtime plugin serializes the same fields");
     std::unique_ptr<IPluginV3> attached(rt ? views(rt.get()).runtime->attachToContext(nullptr) : nullptr);
@@ -568,10 +416,10 @@ void workspaceReservations()
         "a BF16 input against a HALF reservation refused");
 
     // Fields without the reservation (a plugin serialized unconfigured) load; enqueue passes the input's own need.
-    std::unique_ptr<IPluginV3> fresh(create(baseAttrs()));
+    std::unique_ptr<IPluginV3> fresh(kPlugin.create(baseAttrs()));
     PluginFieldCollection const* plain = views(fresh.get()).runtime->getFieldsToSerialize();
     check(fieldValues(plain, kRESERVATIONS).empty(), "no reservation field before configurePlugin");
-    std::unique_ptr<IPluginV3> old(createRuntime(plain));
+    std::unique_ptr<IPluginV3> old(kPlugin.createRuntime(plain));
     bool const ran = old && enqueueBase(old.get(), dims({1, 64, 8, 20})) == 0 && fakes::gRuns.size() == 1;
     check(ran && fakes::gRuns[0].params.workspace_size == needAt(1, 8, 20),
         "without a reservation enqueue passes the input's own need " + std::to_string(needAt(1, 8, 20)));
@@ -593,7 +441,7 @@ void workspaceReservations()
     // (b) A profile too large to visit whole: a warning at configurePlugin; an input needing more than the
     // reservation fails enqueue with the kernels' workspace error, the stand-in having seen the reservation.
     Profile const huge{DataType::kHALF, dims({1, 64, 8, 8}), dims({1, 64, 64, 64}), dims({1, 64, 200, 200})};
-    std::unique_ptr<IPluginV3> h(create(baseAttrs()));
+    std::unique_ptr<IPluginV3> h(kPlugin.create(baseAttrs()));
     gLogger.messages.clear();
     check(h && configureBase(h.get(), huge) == 0, "configure a profile of 193 x 193 inputs");
     check(gLogger.saw({"[1, 64, 8, 8] .. [1, 64, 200, 200]", "16384", "fails at enqueue"}),
@@ -611,12 +459,8 @@ void workspaceReservations()
         "the profile's largest input runs within the reservation");
 
     // A malformed reservation field is refused, quoting it.
-    Fields bad(baseAttrs(), convCreator()->getFieldNames());
-    bad.add({"INT64", kRESERVATIONS, {"0", "1", "8", "8", "1"}});
-    gLogger.messages.clear();
-    check(std::unique_ptr<IPluginV3>(createRuntime(bad.collection())) == nullptr
-            && gLogger.saw({kRESERVATIONS, "length 5"}),
-        "a reservation field of 5 values refused, quoting its length:" + gLogger.all());
+    kPlugin.expectRuntimeRefused(baseAttrs(), {"INT64", kRESERVATIONS, {"0", "1", "8", "8", "1"}},
+        {kRESERVATIONS, "length 5"}, "a reservation field of 5 values refused, quoting its length");
     setCandidates();
 }
 
@@ -624,26 +468,5 @@ void workspaceReservations()
 
 int main(int argc, char** argv)
 {
-    setLoggerFinder(&gFinder);
-    if (convCreator() == nullptr)
-    {
-        std::printf("FAIL no WeightOnlyConv creator (name, version 1, namespace \"\") in getCreators\n");
-        return 1;
-    }
-    if (argc > 1)
-    {
-        std::vector<Node> nodes = readNodes(argv[1]);
-        check(!nodes.empty(), std::string("nodes in ") + argv[1]);
-        for (Node const& n : nodes)
-        {
-            if (n.op == "WeightOnlyConv")
-            {
-                checkNode(n);
-            }
-        }
-    }
-    invalidFields();
-    operandShapes();
-    workspaceReservations();
-    return finish();
+    return kPlugin.run(argc, argv, checkNode, {invalidFields, operandShapes, workspaceReservations});
 }

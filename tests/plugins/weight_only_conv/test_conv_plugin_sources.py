@@ -5,33 +5,19 @@ TensorRT's ONNX parser gives them (INT -> kINT32 of length 1, INTS -> kINT32 arr
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-SOURCE = ROOT / "plugins" / "weight_only_conv" / "weightOnlyConvPlugin.cpp"
-sys.path.insert(0, str(ROOT / "tests" / "plugins" / "weight_only_linear"))
+SOURCE = HERE.parents[2] / "plugins" / "weight_only_conv" / "weightOnlyConvPlugin.cpp"
+sys.path.insert(0, str(HERE.parent))
 
-from test_plugin_sources import HEADERS, _cuda_include  # noqa: E402
+from cxx_build import check_syntax, each_header_set  # noqa: E402
 
 
-@pytest.mark.parametrize("trt_include", HEADERS or [None], ids=lambda p: p.name if p else "none")
+@each_header_set
 def test_compiles_against_tensorrt_headers(trt_include):
-    if trt_include is None:
-        pytest.skip("no TensorRT headers (set TENSORRT_INCLUDE_DIR to a folder holding NvInferRuntime.h)")
-    cuda = _cuda_include()
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cuda is None or cxx is None:
-        pytest.skip("no CUDA runtime header or no C++ compiler")
-    cmd = [cxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-isystem", str(trt_include),
-           "-isystem", str(cuda), "-I", str(ROOT / "plugins" / "kernels" / "include"), str(SOURCE)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    check_syntax(SOURCE, trt_include)
 
 
 def test_fields_match_the_op_contract():

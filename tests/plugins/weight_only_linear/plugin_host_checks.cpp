@@ -1,5 +1,6 @@
 /*
- * WeightOnlyLinear's host code on the CPU (host_harness.h: fake kernels and CUDA runtime, TensorRT's headers only):
+ * WeightOnlyLinear's host code on the CPU (../host_harness.h: fake kernels and CUDA runtime, TensorRT's headers
+ * only):
  *
  *   plugin_host_checks NODES_FILE
  *
@@ -12,41 +13,17 @@
  * reservation: enqueue hands the kernels what getWorkspaceSize returned for the profile (kept through
  * serialization), so a need the bound misses fails with the kernels' workspace error instead of an overrun.
  */
-#include "host_harness.h"
+#include "../host_harness.h"
 
 #include <cmath>
 #include <limits>
-#include <map>
 
 using namespace host;
 
 namespace
 {
 
-using AttrMap = std::map<std::string, Attr>;
-
-AttrMap byName(std::vector<Attr> const& attrs)
-{
-    AttrMap m;
-    for (Attr const& a : attrs)
-    {
-        m[a.name] = a;
-    }
-    return m;
-}
-
-int64_t intOf(AttrMap const& m, std::string const& name, int64_t dflt = 0)
-{
-    auto it = m.find(name);
-    return it == m.end() ? dflt : std::stoll(it->second.values.at(0));
-}
-
-IPluginV3* create(std::vector<Attr> const& attrs, TensorRTPhase phase = TensorRTPhase::kBUILD)
-{
-    IPluginCreatorV3One* c = creator("WeightOnlyLinear");
-    Fields f(attrs, c->getFieldNames());
-    return c->createPlugin("node", f.collection(), phase);
-}
+PluginUnderTest const kPlugin{"WeightOnlyLinear", "node"};
 
 std::vector<Attr> baseAttrs()
 {
@@ -54,26 +31,6 @@ std::vector<Attr> baseAttrs()
         {"INT", "out_features", {"64"}}, {"INT", "layout", {"1"}}, {"INT", "has_zeros", {"0"}},
         {"INT", "has_bias", {"0"}}, {"INT", "activation", {"0"}}, {"STRING", "plugin_version", {"1"}},
         {"STRING", "plugin_namespace", {}}};
-}
-
-std::vector<Attr> with(std::vector<Attr> attrs, Attr const& a)
-{
-    for (Attr& x : attrs)
-    {
-        if (x.name == a.name)
-        {
-            x = a;
-            return attrs;
-        }
-    }
-    attrs.push_back(a);
-    return attrs;
-}
-
-std::vector<Attr> without(std::vector<Attr> attrs, std::string const& name)
-{
-    attrs.erase(std::remove_if(attrs.begin(), attrs.end(), [&](Attr const& a) { return a.name == name; }), attrs.end());
-    return attrs;
 }
 
 void setCandidates()
@@ -117,57 +74,15 @@ void checkNode(Node const& node)
     int32_t const actAsym = static_cast<int32_t>(intOf(a, "act_asymmetric"));
     int32_t const nbIn = 3 + hasZeros + hasBias + actAsym;
 
-    gLogger.messages.clear();
-    IPluginCreatorV3One* c = creator("WeightOnlyLinear");
-    Fields fields(node.attrs, c->getFieldNames());
-    std::unique_ptr<IPluginV3> plugin(c->createPlugin(node.label.c_str(), fields.collection(), TensorRTPhase::kBUILD));
-    if (!check(plugin != nullptr, "createPlugin(kBUILD) refused a node graph_passes wrote:" + gLogger.all()))
+    // Every attribute the creator lists reads back as written; the optional ones absent read as their default.
+    // Round trip: serialize -> createPlugin(kRUNTIME); clone; attachToContext.
+    NodePlugins const made = kPlugin.fromNode(node);
+    if (made.plugin == nullptr)
     {
         return;
     }
-    Views v = views(plugin.get());
-    check(v.core && v.build && v.runtime, "capability interfaces");
-
-    // Every attribute the creator lists reads back as written; the optional ones absent read as their default.
-    PluginFieldCollection const* listed = c->getFieldNames();
-    PluginFieldCollection const* ser = v.runtime->getFieldsToSerialize();
-    std::string const serialized = describe(ser);
-    for (int32_t i = 0; i < listed->nbFields; ++i)
-    {
-        std::string const name = listed->fields[i].name;
-        auto it = a.find(name);
-        std::string const got = fieldValues(ser, name);
-        if (it != a.end())
-        {
-            check(got == attrValues(it->second), "field " + name + " serialized as " + got + ", the node has "
-                    + attrValues(it->second));
-        }
-        else if (listed->fields[i].type == PluginFieldType::kINT32)
-        {
-            check(got == "0", "absent field " + name + " serialized as " + got + ", expected its default 0");
-        }
-    }
-    for (auto const& [name, attr] : a)
-    {
-        bool const isListed = std::any_of(listed->fields, listed->fields + listed->nbFields,
-            [&](PluginField const& f) { return name == f.name; });
-        check(isListed || attr.type == "STRING", "attribute " + name + " is not a field the creator lists");
-    }
-
-    // Round trip: serialize -> createPlugin(kRUNTIME); clone; attachToContext.
-    std::unique_ptr<IPluginV3> runtime(c->createPlugin(node.label.c_str(), ser, TensorRTPhase::kRUNTIME));
-    if (check(runtime != nullptr, "createPlugin(kRUNTIME) from getFieldsToSerialize:" + gLogger.all()))
-    {
-        check(describe(views(runtime.get()).runtime->getFieldsToSerialize()) == serialized,
-            "runtime plugin's fields differ from the build plugin's: "
-                + describe(views(runtime.get()).runtime->getFieldsToSerialize()) + " vs " + serialized);
-    }
-    std::unique_ptr<IPluginV3> cloned(plugin->clone());
-    check(cloned && describe(views(cloned.get()).runtime->getFieldsToSerialize()) == serialized, "clone's fields");
-    std::unique_ptr<IPluginV3> attached(v.runtime->attachToContext(nullptr));
-    check(attached && describe(views(attached.get()).runtime->getFieldsToSerialize()) == serialized,
-        "attachToContext's fields");
-    check(describe(v.runtime->getFieldsToSerialize()) == serialized, "getFieldsToSerialize twice");
+    Views v = views(made.plugin.get());
+    check(describe(v.runtime->getFieldsToSerialize()) == made.serialized, "getFieldsToSerialize twice");
 
     // Output types.
     std::vector<DataType> inTypes(static_cast<size_t>(nbIn), DataType::kHALF);
@@ -222,34 +137,9 @@ void checkNode(Node const& node)
     }
 
     // Formats: every position refuses other formats; the types enqueue handles.
-    std::vector<DynamicPluginTensorDesc> io(static_cast<size_t>(nbIn + 1));
-    for (DataType act : {DataType::kHALF, DataType::kBF16})
-    {
-        for (int32_t pos = 0; pos <= nbIn; ++pos)
-        {
-            for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32, DataType::kINT8})
-            {
-                for (TensorFormat f : {TensorFormat::kLINEAR, TensorFormat::kHWC8})
-                {
-                    for (auto& d : io)
-                    {
-                        d.desc.type = act;
-                        d.desc.format = TensorFormat::kLINEAR;
-                    }
-                    io[static_cast<size_t>(pos)].desc.type = t;
-                    io[static_cast<size_t>(pos)].desc.format = f;
-                    bool const int32Pos = pos == 1 || (actAsym && pos == nbIn - 1);
-                    bool const want = f == TensorFormat::kLINEAR
-                        && (pos == 0 ? (t == DataType::kHALF || t == DataType::kBF16)
-                                     : (int32Pos ? t == DataType::kINT32 : t == act));
-                    check(v.build->supportsFormatCombination(pos, io.data(), nbIn, 1) == want,
-                        "supportsFormatCombination pos " + std::to_string(pos) + " type "
-                            + std::to_string(static_cast<int32_t>(t)) + " format "
-                            + std::to_string(static_cast<int32_t>(f)));
-                }
-            }
-        }
-    }
+    checkFormats(v.build, nbIn,
+        {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32, DataType::kINT8}, TensorFormat::kHWC8,
+        [&](int32_t pos) { return pos == 1 || (actAsym && pos == nbIn - 1); });
 
     // Configure a profile M in [1, 4096] over a rank-3 activation.
     int64_t const groups = intOf(a, "group_size") == -1 ? 1 : k / intOf(a, "group_size");
@@ -322,47 +212,29 @@ void checkNode(Node const& node)
     std::vector<int32_t> runTactics = tactics;
     runTactics.push_back(0);
     runTactics.push_back(fakes::tacticOf("fake_gemv")); // serves M <= 16 only: the dispatch for larger M
-    Views rv = views(runtime.get());
+    Views rv = views(made.runtime.get());
     for (int32_t tactic : runTactics)
     {
         for (Dims x : {dims({1, 3, k}), dims({4, 100, k})})
         {
-            std::vector<PluginTensorDesc> pin(static_cast<size_t>(nbIn));
-            for (int32_t i = 0; i < nbIn; ++i)
-            {
-                pin[static_cast<size_t>(i)] = in[static_cast<size_t>(i)].desc;
-            }
-            pin[0].dims = x;
-            PluginTensorDesc pout = outDesc.desc;
-            pout.dims = dims({x.d[0], x.d[1], n});
             int64_t const m = x.d[0] * x.d[1];
             check(rv.runtime->setTactic(tactic) == 0, "setTactic " + std::to_string(tactic));
-            check(rv.runtime->onShapeChange(pin.data(), nbIn, &pout, 1) == 0, "onShapeChange");
-            std::vector<void const*> ptrs;
-            for (int32_t i = 0; i < nbIn; ++i)
-            {
-                ptrs.push_back(reinterpret_cast<void const*>(uintptr_t(0x10000) * uintptr_t(i + 1)));
-            }
-            void* outPtr = reinterpret_cast<void*>(uintptr_t(0xA0000));
-            void* wsPtr = reinterpret_cast<void*>(uintptr_t(0xB0000));
-            fakes::gRuns.clear();
-            check(rv.runtime->enqueue(pin.data(), &pout, ptrs.data(), &outPtr, wsPtr, nullptr) == 0, "enqueue");
-            if (!check(fakes::gRuns.size() == 1, "one kernel call per enqueue"))
+            Launch const l = launch(rv.runtime, in, x, outDesc, dims({x.d[0], x.d[1], n}), hasZeros, hasBias);
+            if (l.params == nullptr)
             {
                 continue;
             }
-            trt_woq_linear_params const& p = fakes::gRuns[0].params;
+            trt_woq_linear_params const& p = *l.params;
+            std::vector<void const*> const& ptrs = l.operands.inputs;
             int32_t const tid = trt_woq_linear_candidate_by_tactic(tactic);
             q.m = m;
             int32_t const wantId = tactic != 0 && fakes::supports(tid, q) ? tid : TRT_WOQ_CANDIDATE_AUTO;
             check(fakes::gRuns[0].id == wantId,
                 "tactic " + std::to_string(tactic) + " at M=" + std::to_string(m) + " ran candidate "
                     + std::to_string(fakes::gRuns[0].id) + ", expected " + std::to_string(wantId));
-            check(p.activation == ptrs[0] && p.packed_weight == ptrs[1] && p.scales == ptrs[2], "X, W, scales");
-            check(p.zeros == (hasZeros ? ptrs[3] : nullptr), "zeros pointer");
-            check(p.bias == (hasBias ? ptrs[static_cast<size_t>(3 + hasZeros)] : nullptr), "bias pointer");
             check(p.weight_sums == (actAsym ? ptrs[static_cast<size_t>(nbIn - 1)] : nullptr), "weight_sums pointer");
-            check(p.output == outPtr && p.workspace == wsPtr, "output and workspace pointers");
+            check(p.output == l.operands.output && p.workspace == l.operands.workspace,
+                "output and workspace pointers");
             check(p.m == m && p.n == n && p.k == k && p.group_size == intOf(a, "group_size")
                     && p.layout_version == intOf(a, "layout") && p.weight_format == q.weight_format,
                 "sizes and format");
@@ -383,99 +255,71 @@ void checkNode(Node const& node)
 }
 
 // ------------------------------------------------------------------------------------------------ fixed cases
-void expectRefused(std::vector<Attr> const& attrs, std::vector<std::string> const& quote, std::string const& what)
-{
-    gLogger.messages.clear();
-    std::unique_ptr<IPluginV3> p(create(attrs));
-    check(p == nullptr, what + ": createPlugin accepted it");
-    check(gLogger.saw(quote), what + ": no message quoting the value; got:" + gLogger.all());
-}
-
 void invalidFields()
 {
     gWhere = "invalid fields";
-    bool const baseValid = std::unique_ptr<IPluginV3>(create(baseAttrs())) != nullptr;
+    bool const baseValid = std::unique_ptr<IPluginV3>(kPlugin.create(baseAttrs())) != nullptr;
     check(baseValid, "the base node is valid:" + gLogger.all());
     for (char const* name : {"bits", "group_size", "in_features", "out_features", "layout", "has_zeros", "has_bias"})
     {
-        expectRefused(without(baseAttrs(), name), {"required field", name}, std::string("missing ") + name);
+        kPlugin.expectRefused(without(baseAttrs(), name), {"required field", name}, std::string("missing ") + name);
     }
-    expectRefused(with(baseAttrs(), {"INT", "bits", {"5"}}), {"bits 5"}, "bits 5");
-    expectRefused(with(baseAttrs(), {"INT", "group_size", {"96"}}), {"group_size 96"}, "group_size 96");
-    expectRefused(with(baseAttrs(), {"INT", "group_size", {"256"}}), {"group_size 256", "384"}, "group_size 256 vs K");
-    expectRefused(with(baseAttrs(), {"INT", "in_features", {"100"}}), {"in_features 100"}, "in_features 100");
-    expectRefused(with(baseAttrs(), {"INT", "in_features", {"-128"}}), {"in_features -128"}, "in_features -128");
-    expectRefused(with(baseAttrs(), {"INT", "out_features", {"6"}}), {"out_features 6"}, "out_features 6");
-    expectRefused(with(baseAttrs(), {"INT", "layout", {"2"}}), {"layout 2"}, "layout 2 for INT4");
-    expectRefused(with(baseAttrs(), {"INT", "has_zeros", {"2"}}), {"has_zeros 2"}, "has_zeros 2");
-    expectRefused(with(baseAttrs(), {"INT", "has_bias", {"-1"}}), {"has_bias -1"}, "has_bias -1");
-    expectRefused(with(baseAttrs(), {"INT", "activation", {"6"}}), {"activation 6"}, "activation 6");
-    expectRefused(with(baseAttrs(), {"INT", "act_mode", {"2"}}), {"act_mode 2"}, "act_mode 2");
-    expectRefused(with(baseAttrs(), {"INT", "act_mode", {"1"}}), {"bits 4"}, "W8A8 with INT4 weights");
-    expectRefused(with(baseAttrs(), {"INT", "act_asymmetric", {"1"}}), {"act_asymmetric 1"}, "act_asymmetric alone");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "bits", {"5"}}), {"bits 5"}, "bits 5");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "group_size", {"96"}}), {"group_size 96"}, "group_size 96");
+    kPlugin.expectRefused(
+        with(baseAttrs(), {"INT", "group_size", {"256"}}), {"group_size 256", "384"}, "group_size 256 vs K");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "in_features", {"100"}}), {"in_features 100"}, "in_features 100");
+    kPlugin.expectRefused(
+        with(baseAttrs(), {"INT", "in_features", {"-128"}}), {"in_features -128"}, "in_features -128");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "out_features", {"6"}}), {"out_features 6"}, "out_features 6");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "layout", {"2"}}), {"layout 2"}, "layout 2 for INT4");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "has_zeros", {"2"}}), {"has_zeros 2"}, "has_zeros 2");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "has_bias", {"-1"}}), {"has_bias -1"}, "has_bias -1");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "activation", {"6"}}), {"activation 6"}, "activation 6");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "act_mode", {"2"}}), {"act_mode 2"}, "act_mode 2");
+    kPlugin.expectRefused(with(baseAttrs(), {"INT", "act_mode", {"1"}}), {"bits 4"}, "W8A8 with INT4 weights");
+    kPlugin.expectRefused(
+        with(baseAttrs(), {"INT", "act_asymmetric", {"1"}}), {"act_asymmetric 1"}, "act_asymmetric alone");
     auto clip = with(baseAttrs(), {"INT", "activation", {"2"}});
-    expectRefused(with(with(clip, {"FLOAT", "clip_min", {"1"}}), {"FLOAT", "clip_max", {"0"}}), {"clip_min 1"},
+    kPlugin.expectRefused(with(with(clip, {"FLOAT", "clip_min", {"1"}}), {"FLOAT", "clip_max", {"0"}}), {"clip_min 1"},
         "clip_min > clip_max");
-    expectRefused(with(with(clip, {"FLOAT", "clip_min", {"nan"}}), {"FLOAT", "clip_max", {"0"}}), {"clip_min nan"},
-        "clip_min NaN");
+    kPlugin.expectRefused(with(with(clip, {"FLOAT", "clip_min", {"nan"}}), {"FLOAT", "clip_max", {"0"}}),
+        {"clip_min nan"}, "clip_min NaN");
     // graph_passes refuses a clip node without its bounds (WoqAttributes._read); so must the plugin, not clip to 0.
-    expectRefused(with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
-    expectRefused(with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
-    check(std::unique_ptr<IPluginV3>(create(with(with(clip, {"FLOAT", "clip_min", {"-inf"}}),
+    kPlugin.expectRefused(
+        with(clip, {"FLOAT", "clip_max", {"6"}}), {"activation 2", "clip_min"}, "clip without clip_min");
+    kPlugin.expectRefused(
+        with(clip, {"FLOAT", "clip_min", {"0"}}), {"activation 2", "clip_max"}, "clip without clip_max");
+    check(std::unique_ptr<IPluginV3>(kPlugin.create(with(with(clip, {"FLOAT", "clip_min", {"-inf"}}),
               {"FLOAT", "clip_max", {"6"}})))
             != nullptr,
         "clip with clip_min -inf");
 
-    Fields raw;
-    for (Attr const& x : with(baseAttrs(), {"INT64", "in_features", {"1099511627776"}}))
-    {
-        raw.add(x);
-    }
     gLogger.messages.clear();
     std::unique_ptr<IPluginV3> big(
-        creator("WeightOnlyLinear")->createPlugin("n", raw.collection(), TensorRTPhase::kBUILD));
+        kPlugin.createAsGiven(with(baseAttrs(), {"INT64", "in_features", {"1099511627776"}})));
     check(big == nullptr && gLogger.saw({"1099511627776"}), "an int64 beyond int32 refused, quoting it");
-    Fields asInt64;
-    for (Attr x : baseAttrs())
+    std::vector<Attr> asInt64 = baseAttrs();
+    for (Attr& x : asInt64)
     {
-        if (x.type == "INT")
-        {
-            x.type = "INT64";
-        }
-        asInt64.add(x);
+        x.type = x.type == "INT" ? "INT64" : x.type;
     }
-    check(std::unique_ptr<IPluginV3>(creator("WeightOnlyLinear")->createPlugin("n", asInt64.collection(),
-              TensorRTPhase::kBUILD))
-            != nullptr,
+    check(std::unique_ptr<IPluginV3>(kPlugin.createAsGiven(asInt64)) != nullptr,
         "kINT64 fields (TensorRT's Python PluginField of an int) accepted");
-    Fields wrongType;
-    for (Attr const& x : with(baseAttrs(), {"FLOAT", "bits", {"4"}}))
-    {
-        wrongType.add(x);
-    }
     gLogger.messages.clear();
-    check(creator("WeightOnlyLinear")->createPlugin("n", wrongType.collection(), TensorRTPhase::kBUILD) == nullptr
+    check(std::unique_ptr<IPluginV3>(kPlugin.createAsGiven(with(baseAttrs(), {"FLOAT", "bits", {"4"}}))) == nullptr
             && gLogger.saw({"bits"}),
         "bits as a float refused");
-    Fields twoValues;
-    for (Attr const& x : with(baseAttrs(), {"INTS", "bits", {"4", "4"}}))
-    {
-        twoValues.add(x);
-    }
-    check(creator("WeightOnlyLinear")->createPlugin("n", twoValues.collection(), TensorRTPhase::kBUILD) == nullptr,
+    check(std::unique_ptr<IPluginV3>(kPlugin.createAsGiven(with(baseAttrs(), {"INTS", "bits", {"4", "4"}}))) == nullptr,
         "bits as two values refused");
-    Fields version;
-    for (Attr const& x : with(baseAttrs(), {"STRING", "plugin_version", {"2"}}))
-    {
-        version.add(x);
-    }
     gLogger.messages.clear();
-    check(creator("WeightOnlyLinear")->createPlugin("n", version.collection(), TensorRTPhase::kBUILD) == nullptr
+    check(std::unique_ptr<IPluginV3>(kPlugin.createAsGiven(with(baseAttrs(), {"STRING", "plugin_version", {"2"}})))
+                == nullptr
             && gLogger.saw({"\"2\""}),
         "plugin_version 2 refused, quoting it");
-    check(creator("WeightOnlyLinear")->createPlugin("n", nullptr, TensorRTPhase::kBUILD) == nullptr, "null fields");
+    check(kPlugin.creator()->createPlugin("n", nullptr, TensorRTPhase::kBUILD) == nullptr, "null fields");
     PluginFieldCollection broken{3, nullptr};
-    check(creator("WeightOnlyLinear")->createPlugin(nullptr, &broken, TensorRTPhase::kBUILD) == nullptr,
+    check(kPlugin.creator()->createPlugin(nullptr, &broken, TensorRTPhase::kBUILD) == nullptr,
         "fields count without fields");
 }
 
@@ -504,7 +348,7 @@ void timingCacheId()
     int32_t i = 0;
     for (char const* act : {"0", "3"})
     {
-        std::unique_ptr<IPluginV3> p(create(with(baseAttrs(), {"INT", "activation", {act}})));
+        std::unique_ptr<IPluginV3> p(kPlugin.create(with(baseAttrs(), {"INT", "activation", {act}})));
         check(p && configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure");
         char const* id = p ? views(p.get()).build->getTimingCacheID() : nullptr;
         ids[i++] = id ? id : "";
@@ -520,7 +364,7 @@ void sizesBeyondInt32()
     auto attrs = with(with(with(with(baseAttrs(), {"INT", "bits", {"6"}}), {"INT", "layout", {"2"}}),
                            {"INT", "in_features", {"1073741824"}}),
         {"INT", "out_features", {"4"}});
-    std::unique_ptr<IPluginV3> p(create(attrs));
+    std::unique_ptr<IPluginV3> p(kPlugin.create(attrs));
     gLogger.messages.clear();
     bool const configured
         = p && configure(p.get(), int64_t(1) << 30, 4, dims({1, 805306368}), (int64_t(1) << 30) / 128) == 0;
@@ -530,7 +374,7 @@ void sizesBeyondInt32()
     auto w8 = with(with(with(with(baseAttrs(), {"INT", "bits", {"8"}}), {"INT", "act_mode", {"1"}}),
                         {"INT", "in_features", {"8192"}}),
         {"INT", "group_size", {"-1"}});
-    std::unique_ptr<IPluginV3> q(create(w8));
+    std::unique_ptr<IPluginV3> q(kPlugin.create(w8));
     std::vector<DynamicPluginTensorDesc> in(3);
     in[0] = tensor(DataType::kHALF, dims({-1, -1, 8192}), dims({1, 1, 8192}), dims({1, 1, 8192}),
         dims({1024, 4096, 8192}));
@@ -546,7 +390,7 @@ void failurePaths()
 {
     gWhere = "failure paths";
     setCandidates();
-    std::unique_ptr<IPluginV3> p(create(baseAttrs()));
+    std::unique_ptr<IPluginV3> p(kPlugin.create(baseAttrs()));
     gLogger.messages.clear();
     check(configure(p.get(), 384, 64, dims({16, 100})) != 0 && gLogger.saw({"packed_weight is [16, 100]", "[16, 192]"}),
         "a wrong packed_weight shape refused, quoting both");
@@ -606,28 +450,10 @@ constexpr char const* kRESERVATIONS = "workspace_reservations";
 // onShapeChange + enqueue of the base node (K 384, N 64, fp16) at [m, 384]; the status, the calls in fakes::gRuns.
 int32_t enqueueAt(IPluginV3* p, int64_t m)
 {
-    PluginTensorDesc in[3]{};
-    for (PluginTensorDesc& d : in)
-    {
-        d.type = DataType::kHALF;
-        d.format = TensorFormat::kLINEAR;
-    }
-    in[0].dims = dims({m, 384});
-    in[1].type = DataType::kINT32;
-    in[1].dims = dims({16, 192});
-    in[2].dims = dims({3, 64});
-    PluginTensorDesc out = in[0];
-    out.dims = dims({m, 64});
-    void const* ptrs[3] = {&in[0], &in[1], &in[2]};
-    void* o = &out;
-    void* ws = &ptrs;
-    fakes::gRuns.clear();
+    std::vector<PluginTensorDesc> const in{tensor(DataType::kHALF, dims({m, 384})).desc,
+        tensor(DataType::kINT32, dims({16, 192})).desc, tensor(DataType::kHALF, dims({3, 64})).desc};
     IPluginV3OneRuntime* rt = views(p).runtime;
-    if (rt->setTactic(0) != 0 || rt->onShapeChange(in, 3, &out, 1) != 0)
-    {
-        return -2;
-    }
-    return rt->enqueue(in, &out, ptrs, &o, ws, nullptr);
+    return rt->setTactic(0) == 0 ? enqueueOnce(rt, in, tensor(DataType::kHALF, dims({m, 64})).desc) : -2;
 }
 
 void workspaceReservation()
@@ -643,7 +469,7 @@ void workspaceReservation()
     spike.workspace = [](trt_woq_linear_params const& p) { return p.m == 21 ? size_t(1) << 20 : size_t(0); };
     fakes::gCandidates.push_back(spike);
 
-    std::unique_ptr<IPluginV3> p(create(baseAttrs()));
+    std::unique_ptr<IPluginV3> p(kPlugin.create(baseAttrs()));
     check(p && configure(p.get(), 384, 64, dims({16, 192})) == 0, "configure M in [1, 64]");
     std::vector<DynamicPluginTensorDesc> in(3);
     in[0] = tensor(DataType::kHALF, dims({-1, 384}), dims({1, 384}), dims({8, 384}), dims({64, 384}));
@@ -675,7 +501,7 @@ void workspaceReservation()
     std::string const words = fieldValues(ser, kRESERVATIONS);
     std::string const want = std::to_string(TRT_WOQ_ACT_FP16) + ",1,0,0,8,0,0,64,0,0," + std::to_string(ws);
     check(words == want, std::string(kRESERVATIONS) + " serialized as \"" + words + "\", expected \"" + want + "\"");
-    std::unique_ptr<IPluginV3> rt(creator("WeightOnlyLinear")->createPlugin("node", ser, TensorRTPhase::kRUNTIME));
+    std::unique_ptr<IPluginV3> rt(kPlugin.createRuntime(ser));
     check(rt && describe(views(rt.get()).runtime->getFieldsToSerialize()) == describe(ser),
         "the runtime plugin serializes the same fields");
     std::unique_ptr<IPluginV3> attached(rt ? views(rt.get()).runtime->attachToContext(nullptr) : nullptr);
@@ -687,23 +513,18 @@ void workspaceReservation()
     }
 
     // Fields without it (serialized unconfigured) load; enqueue passes the current M's own need.
-    std::unique_ptr<IPluginV3> fresh(create(baseAttrs()));
+    std::unique_ptr<IPluginV3> fresh(kPlugin.create(baseAttrs()));
     PluginFieldCollection const* plain = views(fresh.get()).runtime->getFieldsToSerialize();
     check(fieldValues(plain, kRESERVATIONS).empty(), "no reservation field before configurePlugin");
-    std::unique_ptr<IPluginV3> old(creator("WeightOnlyLinear")->createPlugin("node", plain, TensorRTPhase::kRUNTIME));
+    std::unique_ptr<IPluginV3> old(kPlugin.createRuntime(plain));
     check(old && enqueueAt(old.get(), 21) == 0 && fakes::gRuns.size() == 1
             && fakes::gRuns[0].params.workspace_size == size_t(1) << 20,
         "without a reservation enqueue passes the current M's need");
 
     // A malformed reservation field is refused, quoting it.
-    Fields bad(baseAttrs(), creator("WeightOnlyLinear")->getFieldNames());
-    bad.add({"INTS", kRESERVATIONS, {"0", "1", "0", "0", "8", "0", "0", "64", "0", "0", "100"}});
-    gLogger.messages.clear();
-    check(std::unique_ptr<IPluginV3>(
-              creator("WeightOnlyLinear")->createPlugin("node", bad.collection(), TensorRTPhase::kRUNTIME))
-                == nullptr
-            && gLogger.saw({kRESERVATIONS, "kINT64", "length 11"}),
-        "a reservation field of kINT32 values refused:" + gLogger.all());
+    kPlugin.expectRuntimeRefused(baseAttrs(),
+        {"INTS", kRESERVATIONS, {"0", "1", "0", "0", "8", "0", "0", "64", "0", "0", "100"}},
+        {kRESERVATIONS, "kINT64", "length 11"}, "a reservation field of kINT32 values refused");
     setCandidates();
 }
 
@@ -711,29 +532,6 @@ void workspaceReservation()
 
 int main(int argc, char** argv)
 {
-    setLoggerFinder(&gFinder);
-    IPluginCreatorV3One* c = creator("WeightOnlyLinear");
-    if (c == nullptr)
-    {
-        std::printf("FAIL no WeightOnlyLinear creator (name, version 1, namespace \"\") in getCreators\n");
-        return 1;
-    }
-    if (argc > 1)
-    {
-        std::vector<Node> nodes = readNodes(argv[1]);
-        check(!nodes.empty(), std::string("nodes in ") + argv[1]);
-        for (Node const& n : nodes)
-        {
-            if (n.op == "WeightOnlyLinear")
-            {
-                checkNode(n);
-            }
-        }
-    }
-    invalidFields();
-    timingCacheId();
-    sizesBeyondInt32();
-    failurePaths();
-    workspaceReservation();
-    return finish();
+    return kPlugin.run(
+        argc, argv, checkNode, {invalidFields, timingCacheId, sizesBeyondInt32, failurePaths, workspaceReservation});
 }
