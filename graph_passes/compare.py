@@ -280,7 +280,7 @@ def _dequantize_node(fmt, u, scales, zeros, group: int, compute_dtype, conv: boo
                             **dq_attrs)
 
 
-def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
+def _node_to_qdq(node, inits: dict, new_inits: list, base_dir: str = "") -> list:
     """The nodes standing for one plugin node: DequantizeLinear + MatMul (+ Add) for WeightOnlyLinear,
     DequantizeLinear + Reshape + Conv for WeightOnlyConv, then the epilogue as standard ops (+ Casts for bf16)."""
     from onnx import TensorProto, helper, numpy_helper
@@ -301,7 +301,7 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
         if i not in inits:
             raise UserError(f"{node.op_type} node {name}: input {i} is not an initializer; only constant weights "
                             f"can be turned into a Q/DQ twin")
-        consts.append(numpy_helper.to_array(inits[i], base_dir=""))
+        consts.append(numpy_helper.to_array(inits[i], base_dir=base_dir))  # external data: read here, not kept
     packed, scales = consts[0], consts[1]
     zeros = consts[2] if a.has_zeros else None
     bias = consts[2 + a.has_zeros] if a.has_bias else None
@@ -366,27 +366,35 @@ def _node_to_qdq(node, inits: dict, new_inits: list) -> list:
     return nodes
 
 
-def _graph_to_qdq(graph, outer: dict) -> None:
-    """Rewrites ``graph`` and its subgraphs in place; ``outer``: initializers visible from enclosing scopes."""
+def _graph_to_qdq(graph, outer: dict, base_dir: str) -> None:
+    """Rewrites ``graph`` and its subgraphs in place; ``outer``: initializers visible from enclosing scopes. Each
+    node's new tensors join the graph as the node is converted (one copy of them at a time)."""
     inits = {**outer, **{t.name: t for t in graph.initializer}}
-    new_nodes, new_inits = [], []
+    new_nodes = []
     for node in graph.node:
         for a in node.attribute:
             for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-                _graph_to_qdq(g, inits)
-        new_nodes += _node_to_qdq(node, inits, new_inits) if _is_plugin(node) else [node]
+                _graph_to_qdq(g, inits, base_dir)
+        if _is_plugin(node):
+            new_inits = []
+            new_nodes += _node_to_qdq(node, inits, new_inits, base_dir)
+            graph.initializer.extend(new_inits)
+            del new_inits
+        else:
+            new_nodes.append(node)
     del graph.node[:]
     graph.node.extend(new_nodes)
-    graph.initializer.extend(new_inits)
 
 
-def plugin_to_qdq(model):
+def plugin_to_qdq(model, base_dir: str = ""):
     """A copy of ``model`` where every WeightOnlyLinear node (subgraphs included) is DequantizeLinear + MatMul
     (+ Add bias) and every WeightOnlyConv node DequantizeLinear + Reshape + Conv, each followed by its epilogue as
     standard ops.
 
     The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
-    values the plugin reads. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
+    values the plugin reads. A model loaded without its external data (``onnx.load(..., load_external_data=False)``,
+    as big models should be) gives the folder of its data files as ``base_dir``: each packed weight is read when its
+    node is converted, and the tensors the twin keeps still refer to the files there. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
     with a message rather than silently converted.
     """
     import onnx
@@ -401,11 +409,10 @@ def plugin_to_qdq(model):
     # Packed tensors that only plugin nodes read (in any graph) are dropped once every node is rewritten.
     drop = {i for g in graphs for n in g.node if _is_plugin(n) for i in n.input[1:]}
     drop -= {i for g in graphs for n in g.node if not _is_plugin(n) for i in n.input}
-    _graph_to_qdq(twin.graph, {})
+    _graph_to_qdq(twin.graph, {}, base_dir)
     for g in all_graphs(twin.graph):
-        kept = [t for t in g.initializer if t.name not in drop]
-        del g.initializer[:]
-        g.initializer.extend(kept)
+        for i in reversed([i for i, t in enumerate(g.initializer) if t.name in drop]):  # in place: no copies
+            del g.initializer[i]
     if not any(nd.domain == DOMAIN for g in all_graphs(twin.graph) for nd in g.node):
         imports = [o for o in twin.opset_import if o.domain != DOMAIN]
         del twin.opset_import[:]
@@ -467,11 +474,7 @@ def write_twin(quantized_path: str, output_path: str, *, force: bool = False) ->
     if not count:
         raise UserError(f"{quantized_path}: has no {DOMAIN}::{OP_TYPE} or {CONV_OP_TYPE} node; it runs in ONNX "
                         "Runtime as it is")
-    if data_files:
-        from onnx.external_data_helper import load_external_data_for_model
-
-        load_external_data_for_model(model, base_dir)
-    twin = plugin_to_qdq(model)
+    twin = plugin_to_qdq(model, base_dir)  # save_model reads the kept tensors' external data
     del model
     external = bool(data_files) or _initializer_bytes(twin) >= EXTERNAL_DATA_THRESHOLD
     if external:
@@ -659,7 +662,11 @@ def compare(original_path, quantized_path, *, input_shapes: dict | None = None, 
             if has_plugin_nodes(model):
                 import onnx
 
-                twin = plugin_to_qdq(load(path, external_data=True))
+                from onnx.external_data_helper import load_external_data_for_model
+
+                base_dir = os.path.dirname(os.path.abspath(path))
+                twin = plugin_to_qdq(load(path), base_dir)  # packed weights read one at a time
+                load_external_data_for_model(twin, base_dir)  # what the twin keeps, to save it beside the twin
                 run_paths[role] = os.path.join(tmp, f"{role}_qdq_twin.onnx")
                 # External data keeps models over 2 GB saveable; ORT reads it from beside the file.
                 onnx.save(twin, run_paths[role], save_as_external_data=True, location=f"{role}_qdq_twin.onnx.data")

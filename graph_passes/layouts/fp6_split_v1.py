@@ -20,6 +20,7 @@ NAME = "fp6_split_v1"
 BITS = 6
 K_TILE = 64
 INTERLEAVE = 4  # output channels per packed row, as INT4 in layout 1
+BLOCK_ELEMENTS = 1 << 20  # pack / unpack this many weights at a time (~40 bytes of temporaries each)
 
 
 def _two_bit_slots() -> tuple[np.ndarray, np.ndarray]:
@@ -86,6 +87,20 @@ def pack(codes: np.ndarray, bits: int = BITS) -> np.ndarray:
         raise LayoutError(f"{NAME}: holds FP6 (bits 6) only, got bits {bits}")
     k, n = _check_codes(codes)
     codes = codes.astype(np.uint8, copy=False)
+    out = np.empty(packed_shape(k, n), np.int32)
+    for c0, c1 in _column_blocks(k, n):  # packed rows hold INTERLEAVE whole columns: blocks are independent
+        out[c0 // INTERLEAVE:c1 // INTERLEAVE] = _pack_block(np.ascontiguousarray(codes[:, c0:c1]))
+    return out
+
+
+def _column_blocks(k: int, n: int) -> list[tuple[int, int]]:
+    """Column ranges of about BLOCK_ELEMENTS weights (whole packed rows) covering ``[0, n)``."""
+    cols = max(INTERLEAVE, BLOCK_ELEMENTS // max(k, 1) // INTERLEAVE * INTERLEAVE)
+    return [(c0, min(n, c0 + cols)) for c0 in range(0, n, cols)]
+
+
+def _pack_block(codes: np.ndarray) -> np.ndarray:
+    k, n = codes.shape
     low = interleaved_v1.pack(codes & 0xF, 4)  # [N/4, K/2]: the 4-bit words, layout 1 INT4
     # The 2-bit words follow the same element positions: recover each 4-bit word's 8 elements in word order e0..e7
     # from the INT4 nibbles (nibble p holds e_order4[p]), so the 2-bit segments land beside the same positions.
@@ -106,6 +121,13 @@ def unpack(packed: np.ndarray, k: int, n: int, bits: int = BITS) -> np.ndarray:
     if packed.shape != expected or packed.dtype != np.int32:
         raise LayoutError(f"{NAME}: packed weight for K={k}, N={n}, FP6 must be int32 {expected}, "
                           f"got {packed.dtype} {packed.shape}")
+    out = np.empty((k, n), np.uint8)
+    for c0, c1 in _column_blocks(k, n):
+        out[:, c0:c1] = _unpack_block(packed[c0 // INTERLEAVE:c1 // INTERLEAVE], k, c1 - c0)
+    return out
+
+
+def _unpack_block(packed: np.ndarray, k: int, n: int) -> np.ndarray:
     low = np.ascontiguousarray(packed[:, : k // 2])
     words = np.ascontiguousarray(packed[:, k // 2:]).view(np.uint32).astype(np.uint64)[..., None, None]
     s = (words >> _S_POS.astype(np.uint64)) & np.uint64(1)
