@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 
 from graph_passes.config import QuantConfig
 from graph_passes.errors import UserError
@@ -98,6 +99,9 @@ def save_model(model, output_path: str, outputs: Outputs, source_dir: str, exter
         if external:
             onnx.save_model(model, tmp_model, save_as_external_data=True, all_tensors_to_one_file=True,
                             location=os.path.basename(output_path) + ".data", size_threshold=1024)
+            data = os.path.join(os.path.dirname(tmp_model), os.path.basename(output_path) + ".data")
+            if os.path.exists(data):  # onnx creates it readable by its owner only; the model's readers need both
+                shutil.copymode(tmp_model, data)
         else:
             onnx.save_model(model, tmp_model)
     except (OSError, ValueError) as exc:

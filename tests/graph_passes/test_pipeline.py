@@ -41,6 +41,8 @@ def test_external_data_in_and_out(rng, tmp_path, fmt):
     report = quantize_model(str(src / "m.onnx"), str(out), QuantConfig(format=fmt, group_size=64))
     assert report.external_data and (out.parent / "q.onnx.data").is_file()
     assert sorted(p.name for p in out.parent.iterdir()) == ["q.onnx", "q.onnx.data"]  # no temporary left
+    # Whoever may read the model may read its data (onnx creates the data file for its owner only).
+    assert (out.parent / "q.onnx.data").stat().st_mode & 0o777 == (out).stat().st_mode & 0o777
     loaded = onnx.load(str(out), load_external_data=False)
     assert any(t.data_location == TensorProto.EXTERNAL for t in loaded.graph.initializer)
     onnx.checker.check_model(str(out))
