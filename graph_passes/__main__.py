@@ -72,9 +72,9 @@ def cmd_compare(args) -> int:
     similarity reaches the threshold: --min-cosine, else a default by the quantized weights' bit width (INT8 0.999,
     FP6 0.96, INT4 0.85; W8A8 0.98: below the worst of 40 input seeds on the sample model, samples/llama, whose logits
     reach 0.99927 with INT8, 0.9695 with FP6 g128, 0.864 with INT4 per channel and 0.98508 with W8A8 per channel; a
-    broken model lands far below). Exit
-    status 0 PASSED, 1 FAILED. Inputs: real ones with --data / --data-script, else generated (masks all ones, ids
-    within the embedding table, positions 0..seq-1). Against a TensorRT engine: python -m trt_woq compare.
+    broken model lands far below). Exit status 0 PASSED, 1 FAILED. Inputs: real ones with --data / --data-script,
+    else generated (masks all ones, ids within the embedding table, positions 0..seq-1). Against a TensorRT engine:
+    python -m trt_woq compare.
     """
     if args.trt:
         raise UserError("--trt: the TensorRT comparison is `python -m trt_woq compare ORIGINAL QUANTIZED` "

@@ -43,7 +43,7 @@ from graph_passes.errors import UserError
 from graph_passes.files import check_model_path
 from graph_passes.layouts import get_layout
 from graph_passes.passes.checks import by_bits
-from graph_passes.passes.scopes import all_graphs
+from graph_passes.passes.scopes import all_graphs, node_bodies
 
 OP_TYPE = "WeightOnlyLinear"
 CONV_OP_TYPE = "WeightOnlyConv"
@@ -194,7 +194,8 @@ def quantized_bits(model) -> set[int]:
 
 def has_w8a8(model) -> bool:
     """Whether ``model`` holds a plugin node that quantizes its activations (``act_mode`` != 0), subgraphs included."""
-    return any(_is_plugin(n) and int(_attrs(n).get("act_mode", 0)) != 0 for g in all_graphs(model.graph) for n in g.node)
+    return any(_is_plugin(n) and int(_attrs(n).get("act_mode", 0)) != 0
+               for g in all_graphs(model.graph) for n in g.node)
 
 
 def default_min_cosine(model) -> tuple[float, str]:
@@ -372,9 +373,8 @@ def _graph_to_qdq(graph, outer: dict, base_dir: str) -> None:
     inits = {**outer, **{t.name: t for t in graph.initializer}}
     new_nodes = []
     for node in graph.node:
-        for a in node.attribute:
-            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-                _graph_to_qdq(g, inits, base_dir)
+        for _, g in node_bodies(node):
+            _graph_to_qdq(g, inits, base_dir)
         if _is_plugin(node):
             new_inits = []
             new_nodes += _node_to_qdq(node, inits, new_inits, base_dir)
@@ -394,8 +394,8 @@ def plugin_to_qdq(model, base_dir: str = ""):
     The integer weights are unpacked from the node's packed initializer, so the twin computes with exactly the
     values the plugin reads. A model loaded without its external data (``onnx.load(..., load_external_data=False)``,
     as big models should be) gives the folder of its data files as ``base_dir``: each packed weight is read when its
-    node is converted, and the tensors the twin keeps still refer to the files there. Needs default-domain opset >= 21 (the quantizer writes 21); an older model is refused
-    with a message rather than silently converted.
+    node is converted, and the tensors the twin keeps still refer to the files there. Needs default-domain opset
+    >= 21 (the quantizer writes 21); an older model is refused with a message rather than silently converted.
     """
     import onnx
 

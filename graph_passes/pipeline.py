@@ -129,7 +129,8 @@ def _convert_function(function, version: int):
     current = next((o.version for o in function.opset_import if o.domain in ("", "ai.onnx")), None)
     if current is None or current >= version:
         return function
-    graph = helper.make_graph(list(function.node), function.name, [onnx.ValueInfoProto(name=n) for n in function.input],
+    graph = helper.make_graph(list(function.node), function.name,
+                              [onnx.ValueInfoProto(name=n) for n in function.input],
                               [onnx.ValueInfoProto(name=n) for n in function.output])
     try:
         body = onnx.version_converter.convert_version(helper.make_model(graph, opset_imports=function.opset_import),

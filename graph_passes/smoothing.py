@@ -54,7 +54,7 @@ def smooth_model(model, config, feeds: list[dict], alpha: float):
 
     from graph_passes.calibration.collect import collect
     from graph_passes.calibration.fold import multiply_input
-    from graph_passes.calibration.methods import linked_inputs
+    from graph_passes.calibration.methods import by_weight, linked_inputs
     from graph_passes.calibration.stats import TensorStats
     from graph_passes.passes._common import NameScope
     from graph_passes.passes.match import find_linear_layers
@@ -76,14 +76,12 @@ def smooth_model(model, config, feeds: list[dict], alpha: float):
     tensors = 0
     for group in linked_inputs(usable):
         ms = [m for m in usable if m.x.name in group]
-        by_weight: dict[tuple, list] = {}
-        for m in ms:
-            by_weight.setdefault(m.key(None), []).append(m)
-        weights = [same[0].load_weight(config.external_data_dir) for same in by_weight.values()]
+        per_weight = by_weight(ms)
+        weights = [same[0].load_weight(config.external_data_dir) for same in per_weight]
         w_max = np.max([np.abs(w).max(axis=1) for w in weights], axis=0)
         dtype = ms[0].dtype
         s = smoothing_scales(TensorStats.combine([stats[n] for n in group]).abs_max, w_max, alpha, dtype)
-        for same, w in zip(by_weight.values(), weights):
+        for same, w in zip(per_weight, weights):
             scaled = gs.Constant(names(f"{same[0].source_name}_smoothed"), (w * s[:, None]).astype(dtype))
             for m in same:
                 m.node.inputs[1] = scaled

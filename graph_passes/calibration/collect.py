@@ -18,6 +18,7 @@ import numpy as np
 
 from graph_passes.calibration.stats import TensorStats
 from graph_passes.errors import UserError
+from graph_passes.passes.scopes import all_graphs, node_bodies
 
 DEFAULT_BUDGET = 1 << 30   # bytes of statistics held at once
 DEFAULT_MAX_ROWS = 1024    # rows kept per tensor for AWQ's alpha search
@@ -61,20 +62,13 @@ def _defined(graph) -> set[str]:
         {t.name for t in graph.initializer}
 
 
-def _subgraphs(node):
-    """(attribute name, GraphProto) of ``node``'s subgraphs."""
-    for a in node.attribute:
-        for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-            yield a.name, g
-
-
 def _scope_path(graph, name: str) -> list | None:
     """[(node, attribute, body), ...] from ``graph`` down to the body that defines ``name`` ([] when ``graph``
     does), or None."""
     if name in _defined(graph):
         return []
     for node in graph.node:
-        for attr, body in _subgraphs(node):
+        for attr, body in node_bodies(node):
             path = _scope_path(body, name)
             if path is not None:
                 return [(node, attr, body), *path]
@@ -91,18 +85,10 @@ def _expose(model, tensors: dict[str, int], dtypes: dict) -> dict[str, str]:
     import onnx
     from onnx import helper, numpy_helper
 
-    from graph_passes.passes.scopes import all_graphs
+    from graph_passes.passes._common import NameScope
 
-    taken = {o for g in all_graphs(model.graph) for o in _defined(g)} | {o.name for o in model.graph.output}
     known = {o.name for o in model.graph.output}
-
-    def fresh(base: str) -> str:
-        name, i = base, 0
-        while name in taken:
-            i += 1
-            name = f"{base}_{i}"
-        taken.add(name)
-        return name
+    fresh = NameScope(used={o for g in all_graphs(model.graph) for o in _defined(g)} | known)
 
     out = {}
     for name, k in tensors.items():
@@ -124,7 +110,7 @@ def _expose(model, tensors: dict[str, int], dtypes: dict) -> dict[str, str]:
                 continue
             body.output.append(helper.make_tensor_value_info(current, elem, None))
             if node.op_type == "If":
-                other = next(g for a, g in _subgraphs(node) if a != attr)
+                other = next(g for a, g in node_bodies(node) if a != attr)
                 empty = fresh(f"{current}_empty")
                 value = numpy_helper.from_array(np.zeros((0, k), dtype), empty)
                 other.node.append(helper.make_node("Constant", [], [empty], name=empty, value=value))

@@ -187,17 +187,15 @@ class Calibration:
         codec = codec_for(config.weight_format, config.group_size, config.asymmetric, config.act_dtype,
                           config.clip_ratios, ms[0].node.name)
         ms = [_current(m) for m in ms]
-        by_weight: dict[tuple, list] = {}
-        for m in ms:
-            by_weight.setdefault(m.key(None), []).append(m)
-        weights = [same[0].load_weight(config.external_data_dir) for same in by_weight.values()]
+        per_weight = by_weight(ms)
+        weights = [same[0].load_weight(config.external_data_dir) for same in per_weight]
         found = awq_mod.search_scales(weights, stats, codec)
         calib = InputCalibration(scales=found.scales,
                                  clip=awq_mod.clip_stats(stats, found.scales, codec.rows_per_group(ms[0].k)))
         self.inputs.update(dict.fromkeys(x_names, calib))
         if found.identity:
             return
-        for same, w in zip(by_weight.values(), weights):
+        for same, w in zip(per_weight, weights):
             _set_weight(same, w * found.scales[:, None], names)
         for x_name in x_names:
             readers = [m for m in ms if m.x.name == x_name]
@@ -232,6 +230,15 @@ def _set_weight(matches: list, w: np.ndarray, names) -> None:
         m.node.inputs[1] = const
         if m.node.op == "Gemm":
             m.node.attrs["alpha"] = 1.0  # load_weight included alpha
+
+
+def by_weight(matches) -> list[list]:
+    """``matches`` grouped by the weight they read (``match.key``), in order of first appearance: the linears of one
+    group get one new constant when the weight is scaled."""
+    groups: dict[tuple, list] = {}
+    for m in matches:
+        groups.setdefault(m.key(None), []).append(m)
+    return list(groups.values())
 
 
 def linked_inputs(matches) -> list[list[str]]:

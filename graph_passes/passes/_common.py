@@ -24,11 +24,14 @@ def op_act_dtype(match, config) -> tuple[str, bool]:
 
 
 class NameScope:
-    """Tensor / node names not yet used in the graph."""
+    """Tensor / node names not yet used: in an onnx-graphsurgeon ``graph`` and its subgraphs, or in the set ``used``
+    (the names of an onnx.ModelProto's graphs), which the scope then extends with the names it gives."""
 
-    def __init__(self, graph):
-        graphs = [graph, *graph.subgraphs(recursive=True)]
-        self.used = {name for g in graphs for name in g.tensors()} | {n.name for g in graphs for n in g.nodes}
+    def __init__(self, graph=None, used: set[str] | None = None):
+        if graph is not None:
+            graphs = [graph, *graph.subgraphs(recursive=True)]
+            used = {name for g in graphs for name in g.tensors()} | {n.name for g in graphs for n in g.nodes}
+        self.used = set() if used is None else used
 
     def __call__(self, base: str) -> str:
         base = base or "woq"

@@ -231,8 +231,8 @@ def find_linear_layers(graph, config) -> tuple[list[LinearMatch], list[Skip]]:
 def find_layers(graph, config, op_types, match_node, shape_reason):
     """(matches, skips) over the nodes of ``op_types`` in ``graph`` and its subgraphs: ``match_node(node, config,
     graph_output_ids, overridable_ids)`` gives a match or a Skip (graph_output_ids: the tensors read outside the
-    node's graph, :func:`escaping_tensors`), ``shape_reason(match, config, layout)`` a (reason, detail) tuple or None; then
-    --include / --exclude and --min-elements (:func:`_selected`)."""
+    node's graph, :func:`escaping_tensors`), ``shape_reason(match, config, layout)`` a (reason, detail) tuple or
+    None; then --include / --exclude and --min-elements (:func:`_selected`)."""
     matches, skips = [], []
     layout = get_layout(config.layout)
     overridable = {id(t) for t in graph.inputs}  # initializers kept as graph inputs (checks.keep_overridable_inputs)

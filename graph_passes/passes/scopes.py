@@ -10,13 +10,20 @@ from where subgraphs read it as an outer-scope value, when every copy is the sam
 from __future__ import annotations
 
 
+def node_bodies(node):
+    """(attribute name, GraphProto) of each subgraph of ``node`` (an onnx.NodeProto): If's branches, a Loop's or
+    Scan's body."""
+    for a in node.attribute:
+        for g in ([a.g] if a.HasField("g") else list(a.graphs)):
+            yield a.name, g
+
+
 def all_graphs(graph):
     """``graph`` (an onnx.GraphProto) and, depth first, every subgraph of its If / Loop / Scan nodes."""
     yield graph
     for node in graph.node:
-        for a in node.attribute:
-            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-                yield from all_graphs(g)
+        for _, g in node_bodies(node):
+            yield from all_graphs(g)
 
 
 def _names(graph) -> set[str]:
@@ -69,9 +76,8 @@ def _rename(graph, names: dict[str, str]) -> None:
     for node in graph.node:
         node.input[:] = [names.get(n, n) for n in node.input]
         node.output[:] = [names.get(n, n) for n in node.output]
-        for a in node.attribute:
-            for g in ([a.g] if a.HasField("g") else list(a.graphs)):
-                _rename(g, names)
+        for _, g in node_bodies(node):
+            _rename(g, names)
 
 
 def unique_value_names(model) -> int:
@@ -79,6 +85,8 @@ def unique_value_names(model) -> int:
     defines too, legal in sibling subgraphs (optimum's merged decoder runs the same tensor names in both If
     branches), so that a name says which tensor it is: the calibration finds activations by name. ModelProto
     changed in place; returns how many were renamed. Initializers keep their names."""
+    from graph_passes.passes._common import NameScope
+
     everything = set()
     for g in all_graphs(model.graph):
         everything.update(_names(g))
@@ -86,27 +94,20 @@ def unique_value_names(model) -> int:
     seen = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | \
         {o for n in model.graph.node for o in n.output}
     renamed = 0
-
-    def fresh(base: str) -> str:
-        i = 1
-        while f"{base}_{i}" in everything:
-            i += 1
-        everything.add(f"{base}_{i}")
-        return f"{base}_{i}"
+    fresh = NameScope(used=everything)  # every value renamed is in `everything`: it gets a suffix
 
     def visit(graph) -> None:
         nonlocal renamed
         for node in graph.node:
-            for a in node.attribute:
-                for body in ([a.g] if a.HasField("g") else list(a.graphs)):
-                    values = [i.name for i in body.input] + [o for n in body.node for o in n.output if o]
-                    names = {v: fresh(v) for v in dict.fromkeys(values) if v in seen}
-                    if names:
-                        _rename(body, names)
-                        renamed += len(names)
-                    seen.update(names.get(v, v) for v in values)
-                    seen.update(t.name for t in body.initializer)
-                    visit(body)
+            for _, body in node_bodies(node):
+                values = [i.name for i in body.input] + [o for n in body.node for o in n.output if o]
+                names = {v: fresh(v) for v in dict.fromkeys(values) if v in seen}
+                if names:
+                    _rename(body, names)
+                    renamed += len(names)
+                seen.update(names.get(v, v) for v in values)
+                seen.update(t.name for t in body.initializer)
+                visit(body)
 
     visit(model.graph)
     return renamed
