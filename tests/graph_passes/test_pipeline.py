@@ -245,30 +245,38 @@ def test_external_data_of_attributes_is_copied(rng, tmp_path):
     assert np.linalg.norm(y - y0) / np.linalg.norm(y0) < 0.2
 
 
+TORCH_LIB = "pkg.onnxscript.torch_lib"
+
+
+def _check_conv_then_local_function(rng, fmt, function):
+    """A conv (opset 18) whose output goes through the model-local ``function`` (domain TORCH_LIB): quantized, the
+    function is still there, the output passes onnx.checker and computes what the original did (INT8 per channel)."""
+    from graph_passes.compare import plugin_to_qdq
+
+    model = models.conv(rng, opset=18)
+    model.graph.node[0].output[0] = "c"
+    model.graph.node.append(helper.make_node(function.name, ["c"], ["y"], name="act", domain=TORCH_LIB))
+    model.opset_import.append(helper.make_opsetid(TORCH_LIB, 1))
+    model.functions.append(function)
+    onnx.checker.check_model(model, full_check=True)
+    out, report = models.run_pass(model, bits=8, group_size=-1, format=fmt)
+    assert [r.node for r in report.rewritten] == ["conv"]
+    assert [f.name for f in out.functions] == [function.name]
+    onnx.checker.check_model(out, full_check=fmt == "qdq")
+    x = rng.standard_normal((2, 64, 9, 11)).astype(np.float32)
+    y = models.ort_run(plugin_to_qdq(out) if fmt == "plugin" else out, {"x": x})[0].astype(np.float64)
+    y0 = models.ort_run(model, {"x": x})[0].astype(np.float64)
+    assert np.linalg.norm(y - y0) <= 0.02 * np.linalg.norm(y0)
+
+
 @pytest.mark.parametrize("fmt", ["plugin", "qdq"])
 def test_local_functions_survive_the_opset_conversion(rng, fmt):
     """torch 2's dynamo exporter writes activations as model-local functions (aten_silu) at opset 18: converting
     the model to opset 21 must keep them, or the nodes calling them point at nothing."""
-    from graph_passes.compare import plugin_to_qdq
-
-    domain = "pkg.onnxscript.torch_lib"
-    silu = helper.make_function(domain, "aten_silu", ["self"], ["ret"],
+    silu = helper.make_function(TORCH_LIB, "aten_silu", ["self"], ["ret"],
                                 [helper.make_node("Sigmoid", ["self"], ["s"]),
                                  helper.make_node("Mul", ["self", "s"], ["ret"])], [helper.make_opsetid("", 18)])
-    model = models.conv(rng, opset=18)
-    model.graph.node[0].output[0] = "c"
-    model.graph.node.append(helper.make_node("aten_silu", ["c"], ["y"], name="silu", domain=domain))
-    model.opset_import.append(helper.make_opsetid(domain, 1))
-    model.functions.append(silu)
-    onnx.checker.check_model(model, full_check=True)
-    out, report = models.run_pass(model, bits=8, group_size=-1, format=fmt)
-    assert [r.node for r in report.rewritten] == ["conv"]
-    assert [f.name for f in out.functions] == ["aten_silu"]
-    onnx.checker.check_model(out, full_check=fmt == "qdq")
-    x = rng.standard_normal((2, 64, 9, 11)).astype(np.float32)
-    y = models.ort_run(plugin_to_qdq(out) if fmt == "plugin" else out, {"x": x})[0]
-    y0 = models.ort_run(model, {"x": x})[0]
-    assert np.linalg.norm(y - y0) <= 0.02 * np.linalg.norm(y0)  # INT8 per channel
+    _check_conv_then_local_function(rng, fmt, silu)
 
 
 @pytest.mark.parametrize("fmt", ["plugin", "qdq"])
@@ -312,7 +320,8 @@ def test_model_bytes_count_constant_nodes_and_subgraph_initializers(rng, tmp_pat
     vi = helper.make_tensor_value_info
     w_const, w_branch = models.weight(rng, 128, 128), models.weight(rng, 128, 128)
     branch = helper.make_graph([helper.make_node("MatMul", ["h", "wb"], ["t"], name="branch_mm")], "then", [],
-                               [vi("t", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(w_branch, "wb")])
+                               [vi("t", TensorProto.FLOAT, None)],
+                               initializer=[numpy_helper.from_array(w_branch, "wb")])
     other = helper.make_graph([helper.make_node("Identity", ["h"], ["e"], name="else_id")], "else", [],
                               [vi("e", TensorProto.FLOAT, None)])
     nodes = [helper.make_node("Constant", [], ["wc"], name="c", value=numpy_helper.from_array(w_const)),
@@ -349,9 +358,6 @@ def test_local_functions_are_converted_with_the_model(rng, fmt):
     """A model-local function of an opset-18 model using ops whose schema changed before opset 21 (torch_lib's
     aten_gelu: Constant and CastLike) is converted along with the model: the output passes onnx.checker, whose
     function check refuses a function importing opset 18 in a model of opset 21, and computes what it did."""
-    from graph_passes.compare import plugin_to_qdq
-
-    domain = "pkg.onnxscript.torch_lib"
     mk = helper.make_node
 
     def const(name, v):
@@ -361,18 +367,5 @@ def test_local_functions_are_converted_with_the_model(rng, fmt):
     body = [*const("sqrt2", 1.4142135623730951), mk("Div", ["self", "sqrt2_c"], ["d"]), mk("Erf", ["d"], ["e"]),
             *const("one", 1.0), mk("Add", ["e", "one_c"], ["a"]), mk("Mul", ["self", "a"], ["m"]),
             *const("half", 0.5), mk("Mul", ["half_c", "m"], ["ret"])]
-    gelu = helper.make_function(domain, "aten_gelu", ["self"], ["ret"], body, [helper.make_opsetid("", 18)])
-    model = models.conv(rng, opset=18)
-    model.graph.node[0].output[0] = "c"
-    model.graph.node.append(mk("aten_gelu", ["c"], ["y"], name="gelu", domain=domain))
-    model.opset_import.append(helper.make_opsetid(domain, 1))
-    model.functions.append(gelu)
-    onnx.checker.check_model(model, full_check=True)
-    out, report = models.run_pass(model, bits=8, group_size=-1, format=fmt)
-    assert [r.node for r in report.rewritten] == ["conv"]
-    assert [f.name for f in out.functions] == ["aten_gelu"]
-    onnx.checker.check_model(out, full_check=fmt == "qdq")
-    x = rng.standard_normal((2, 64, 9, 11)).astype(np.float32)
-    y = models.ort_run(plugin_to_qdq(out) if fmt == "plugin" else out, {"x": x})[0].astype(np.float64)
-    y0 = models.ort_run(model, {"x": x})[0].astype(np.float64)
-    assert np.linalg.norm(y - y0) <= 0.02 * np.linalg.norm(y0)  # INT8 per channel
+    gelu = helper.make_function(TORCH_LIB, "aten_gelu", ["self"], ["ret"], body, [helper.make_opsetid("", 18)])
+    _check_conv_then_local_function(rng, fmt, gelu)
